@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything inferd needs to build, test and benchmark, from Debian 12 packages.
+# Idempotent: packages already present are skipped, so a second run is quick.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev            # libFuzzer and sanitizer runtimes
+  # libraries (see docs/ARCHITECTURE.md, "Dependencies")
+  libprotobuf-dev protobuf-compiler
+  libboost1.74-dev                    # Asio + Beast (header-only)
+  rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # end-to-end tests and benchmarks
+  curl python3 python3-requests nginx-light wrk procps
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

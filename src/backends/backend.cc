@@ -1,0 +1,42 @@
+#include "backends/backend.h"
+
+#include "backends/builtin/builtin_backends.h"
+
+namespace inferd {
+
+const Tensor* ExecutionBatch::FindInput(std::string_view name) const {
+  for (const auto& tensor : inputs) {
+    if (tensor.name == name) return &tensor;
+  }
+  return nullptr;
+}
+
+void BackendRegistry::Register(std::unique_ptr<Backend> backend) {
+  std::string key(backend->name());
+  backends_[key] = std::move(backend);
+}
+
+StatusOr<Backend*> BackendRegistry::Select(const ModelConfig& config) const {
+  std::string name = config.backend();
+  if (name.empty()) {
+    // Triton's platform names map onto backends; inferd's ONNX engine serves both ONNX names.
+    if (config.platform() == "onnxruntime_onnx" || config.platform() == "onnx") name = "onnxruntime";
+    else name = config.platform();
+  }
+  auto it = backends_.find(name);
+  if (it == backends_.end()) {
+    std::string known;
+    for (const auto& [key, unused] : backends_) known += (known.empty() ? "" : ", ") + key;
+    return Status::InvalidArgument("model '" + config.name() + "': unknown backend '" + name +
+                                   "' (this build has: " + known + ")");
+  }
+  return it->second.get();
+}
+
+BackendRegistry BackendRegistry::WithBuiltins() {
+  BackendRegistry registry;
+  RegisterBuiltinBackends(&registry);
+  return registry;
+}
+
+}  // namespace inferd

@@ -1,0 +1,65 @@
+// The backend boundary. A backend knows nothing of HTTP, batching or versions: it loads a model
+// version from its folder and executes batches that the scheduler has already assembled.
+//
+// Loader contract (after TF Serving's loader.h):
+//  - Backend::Load is the expensive step (read files, build plans); it runs once per instance, on
+//    a lifecycle thread, never on an I/O thread.
+//  - The returned Model is owned by exactly one instance thread; Execute is never called
+//    concurrently on the same Model, so a Model needs no locking of its own.
+//  - Destroying the Model releases everything (the "unload").
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "config/model_config.h"
+
+namespace inferd {
+
+// One execution's inputs: each tensor holds every request of the batch, concatenated along dim 0
+// when the model batches (max_batch_size > 0), in the order of the config's inputs.
+struct ExecutionBatch {
+  int64_t batch_size = 1;
+  std::vector<Tensor> inputs;
+
+  const Tensor* FindInput(std::string_view name) const;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Fills `outputs` with whole-batch tensors (dim 0 == batch_size when the model batches).
+  virtual Status Execute(const ExecutionBatch& batch, std::vector<Tensor>* outputs) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  // The file a version folder must contain when config.pbtxt names none; empty: no file needed.
+  virtual std::string DefaultModelFilename() const { return ""; }
+  virtual StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config,
+                                                const std::filesystem::path& version_dir) = 0;
+};
+
+// Backends register by name; a config selects one with `backend:` or `platform:`.
+class BackendRegistry {
+ public:
+  void Register(std::unique_ptr<Backend> backend);
+  // Finds the backend named by config.backend(), or mapped from config.platform().
+  StatusOr<Backend*> Select(const ModelConfig& config) const;
+
+  // A registry holding every backend compiled into this binary.
+  static BackendRegistry WithBuiltins();
+
+ private:
+  std::map<std::string, std::unique_ptr<Backend>, std::less<>> backends_;
+};
+
+}  // namespace inferd

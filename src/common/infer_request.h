@@ -1,0 +1,37 @@
+// The request and response types every frontend builds and every layer below core consumes.
+// Ownership: a frontend moves an InferRequest into InferenceServer::InferAsync; from then on the
+// server owns it and calls the callback exactly once, from a non-I/O thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/tensor.h"
+
+namespace inferd {
+
+struct InferRequest {
+  std::string model_name;
+  int64_t model_version = 0;  // 0: the server picks the newest ready version
+  std::string id;
+  std::vector<Tensor> inputs;
+  std::vector<std::string> requested_outputs;  // empty: every output of the model
+  uint32_t priority = 0;                       // 0: the model's default priority level
+  uint64_t timeout_us = 0;                     // 0: the model's default queue timeout
+  TimePoint arrival{};
+};
+
+struct InferResponse {
+  std::string model_name;
+  int64_t model_version = 0;
+  std::string id;
+  std::vector<Tensor> outputs;
+};
+
+using InferCallback = std::function<void(StatusOr<InferResponse>)>;
+
+}  // namespace inferd

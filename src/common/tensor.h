@@ -1,0 +1,85 @@
+// Tensors move through the server by pointer: `data` aliases a buffer that `data` itself keeps
+// alive (a shared_ptr built with the aliasing constructor), so a tensor can point into an HTTP
+// body or into one slice of a batch output without a copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace inferd {
+
+enum class DataType : uint8_t {
+  kInvalid = 0,
+  kBool,
+  kUint8,
+  kUint16,
+  kUint32,
+  kUint64,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFp16,
+  kFp32,
+  kFp64,
+  kBytes,  // variable length; serialized as a 4-byte little-endian length then the bytes, per element
+  kBf16,
+};
+
+using Shape = std::vector<int64_t>;
+
+// KServe v2 names: "FP32", "BYTES", ...
+std::string_view DataTypeName(DataType type);
+DataType DataTypeFromName(std::string_view name);  // kInvalid when unknown
+// Size of one element in bytes; 0 for BYTES (variable) and kInvalid.
+size_t DataTypeSize(DataType type);
+
+// Product of dims, rejecting negative dims and products above `limit`, so a request can never make
+// us allocate an absurd size.
+StatusOr<int64_t> ElementCount(std::span<const int64_t> shape, int64_t limit = INT64_MAX / 16);
+std::string ShapeToString(std::span<const int64_t> shape);
+
+// Counts the elements of a serialized BYTES tensor; error if the buffer is not a whole number of
+// length-prefixed elements.
+StatusOr<int64_t> CountBytesElements(const uint8_t* data, size_t size);
+
+struct Tensor {
+  std::string name;
+  DataType dtype = DataType::kInvalid;
+  Shape shape;
+  std::shared_ptr<const uint8_t> data;  // aliasing pointer: the owner stays alive with it
+  size_t byte_size = 0;
+
+  std::span<const uint8_t> bytes() const { return {data.get(), byte_size}; }
+  template <typename T>
+  std::span<const T> values() const {
+    return {reinterpret_cast<const T*>(data.get()), byte_size / sizeof(T)};
+  }
+};
+
+// A freshly allocated, uninitialised buffer (no per-element initialisation cost).
+struct MutableBuffer {
+  std::shared_ptr<uint8_t[]> memory;
+  size_t size = 0;
+  uint8_t* get() const { return memory.get(); }
+};
+MutableBuffer AllocateBuffer(size_t size);
+
+// Wraps `size` bytes at `ptr`, kept alive by `owner`, as tensor data.
+template <typename Owner>
+std::shared_ptr<const uint8_t> AliasData(const std::shared_ptr<Owner>& owner, const void* ptr) {
+  return std::shared_ptr<const uint8_t>(owner, static_cast<const uint8_t*>(ptr));
+}
+
+// IEEE half precision conversions (round to nearest even).
+uint16_t FloatToHalf(float value);
+float HalfToFloat(uint16_t half);
+
+}  // namespace inferd

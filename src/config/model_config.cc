@@ -1,0 +1,245 @@
+#include "config/model_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace inferd {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Collects the first text-format error with its (1-based) line and column.
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!first_.empty()) return;
+    first_ = "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " +
+             message;
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string first_;
+};
+
+std::string Field(const std::string& file, const std::string& field) { return file + ": " + field; }
+
+Status ValidateDims(const google::protobuf::RepeatedField<int64_t>& dims, const std::string& where,
+                    bool allow_empty) {
+  if (dims.empty() && !allow_empty) {
+    return Status::InvalidArgument(where + ": dims must not be empty when max_batch_size is 0");
+  }
+  for (int64_t dim : dims) {
+    if (dim == 0 || dim < -1) {
+      return Status::InvalidArgument(where + ": dims contains " + std::to_string(dim) +
+                                     " (each dim must be -1 or positive)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ValidateReshape(const google::protobuf::RepeatedField<int64_t>& dims,
+                       const inference::ModelTensorReshape& reshape, const std::string& where) {
+  for (int64_t dim : reshape.shape()) {
+    if (dim == 0 || dim < -1) {
+      return Status::InvalidArgument(where + ": reshape contains " + std::to_string(dim));
+    }
+  }
+  bool dims_fixed = std::none_of(dims.begin(), dims.end(), [](int64_t d) { return d < 0; });
+  bool reshape_fixed =
+      std::none_of(reshape.shape().begin(), reshape.shape().end(), [](int64_t d) { return d < 0; });
+  if (dims_fixed && reshape_fixed) {
+    int64_t a = 1, b = 1;
+    for (int64_t d : dims) a *= d;
+    for (int64_t d : reshape.shape()) b *= d;
+    if (a != b) {
+      return Status::InvalidArgument(where + ": reshape has " + std::to_string(b) +
+                                     " elements but dims have " + std::to_string(a));
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename TensorList>
+Status ValidateTensors(const TensorList& tensors, const std::string& file, const std::string& kind,
+                       bool batching) {
+  std::set<std::string> names;
+  for (int i = 0; i < tensors.size(); ++i) {
+    const auto& tensor = tensors[i];
+    std::string where = Field(file, kind + "[" + std::to_string(i) + "]");
+    if (tensor.name().empty()) return Status::InvalidArgument(where + ": name is empty");
+    where = Field(file, kind + " '" + tensor.name() + "'");
+    if (!names.insert(tensor.name()).second) {
+      return Status::InvalidArgument(where + ": duplicate " + kind + " name");
+    }
+    if (tensor.data_type() == inference::TYPE_INVALID) {
+      return Status::InvalidArgument(where + ": data_type is missing or TYPE_INVALID");
+    }
+    RETURN_IF_ERROR(ValidateDims(tensor.dims(), where, batching || tensor.has_reshape()));
+    if (tensor.has_reshape()) RETURN_IF_ERROR(ValidateReshape(tensor.dims(), tensor.reshape(), where));
+  }
+  return Status::Ok();
+}
+
+Status ValidateDynamicBatching(const ModelConfig& config, const std::string& file) {
+  const auto& batching = config.dynamic_batching();
+  for (int size : batching.preferred_batch_size()) {
+    if (size <= 0 || size > config.max_batch_size()) {
+      return Status::InvalidArgument(Field(file, "dynamic_batching.preferred_batch_size") + ": " +
+                                     std::to_string(size) + " is not in [1, max_batch_size=" +
+                                     std::to_string(config.max_batch_size()) + "]");
+    }
+  }
+  if (batching.priority_levels() > 0 &&
+      (batching.default_priority_level() == 0 ||
+       batching.default_priority_level() > batching.priority_levels())) {
+    return Status::InvalidArgument(Field(file, "dynamic_batching.default_priority_level") +
+                                   ": must be in [1, priority_levels]");
+  }
+  for (const auto& [level, policy] : batching.priority_queue_policy()) {
+    if (level == 0 || level > batching.priority_levels()) {
+      return Status::InvalidArgument(Field(file, "dynamic_batching.priority_queue_policy") +
+                                     ": level " + std::to_string(level) +
+                                     " is not in [1, priority_levels]");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::string& file_label) {
+  ModelConfig config;
+  google::protobuf::TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &config)) {
+    return Status::InvalidArgument(file_label + ": " + errors.first());
+  }
+  return config;
+}
+
+void NormalizeModelConfig(ModelConfig* config, const std::string& model_name) {
+  if (config->name().empty()) config->set_name(model_name);
+  if (config->instance_group().empty()) {
+    auto* group = config->add_instance_group();
+    group->set_count(1);
+    group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
+  }
+  for (auto& group : *config->mutable_instance_group()) {
+    if (group.count() == 0) group.set_count(1);
+    if (group.name().empty()) group.set_name(config->name());
+  }
+  if (config->version_policy().policy_choice_case() ==
+      inference::ModelVersionPolicy::POLICY_CHOICE_NOT_SET) {
+    config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
+  }
+}
+
+Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
+  if (config.max_batch_size() < 0) {
+    return Status::InvalidArgument(Field(file, "max_batch_size") + ": " +
+                                   std::to_string(config.max_batch_size()) + " is negative");
+  }
+  if (config.backend().empty() && config.platform().empty() && !config.has_ensemble_scheduling()) {
+    return Status::InvalidArgument(Field(file, "backend") + ": neither backend nor platform is set");
+  }
+  bool batching = config.max_batch_size() > 0;
+  RETURN_IF_ERROR(ValidateTensors(config.input(), file, "input", batching));
+  RETURN_IF_ERROR(ValidateTensors(config.output(), file, "output", batching));
+  if (config.has_dynamic_batching()) RETURN_IF_ERROR(ValidateDynamicBatching(config, file));
+  for (const auto& group : config.instance_group()) {
+    if (group.count() < 0) {
+      return Status::InvalidArgument(Field(file, "instance_group.count") + ": is negative");
+    }
+  }
+  if (config.version_policy().has_latest() && config.version_policy().latest().num_versions() == 0) {
+    return Status::InvalidArgument(Field(file, "version_policy.latest.num_versions") + ": must be >= 1");
+  }
+  return Status::Ok();
+}
+
+StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
+  const std::string model_name = model_dir.filename().string();
+  const fs::path file = model_dir / "config.pbtxt";
+  const std::string label = "model '" + model_name + "' (" + file.string() + ")";
+  std::ifstream in(file);
+  if (!in) return Status::NotFound(label + ": cannot read config.pbtxt");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfigText(text.str(), label));
+  if (!config.name().empty() && config.name() != model_name) {
+    return Status::InvalidArgument(Field(label, "name") + ": '" + config.name() +
+                                   "' does not match the folder name '" + model_name + "'");
+  }
+  NormalizeModelConfig(&config, model_name);
+  RETURN_IF_ERROR(ValidateModelConfig(config, label));
+  return config;
+}
+
+DataType DataTypeFromConfig(inference::DataType type) {
+  switch (type) {
+    case inference::TYPE_BOOL: return DataType::kBool;
+    case inference::TYPE_UINT8: return DataType::kUint8;
+    case inference::TYPE_UINT16: return DataType::kUint16;
+    case inference::TYPE_UINT32: return DataType::kUint32;
+    case inference::TYPE_UINT64: return DataType::kUint64;
+    case inference::TYPE_INT8: return DataType::kInt8;
+    case inference::TYPE_INT16: return DataType::kInt16;
+    case inference::TYPE_INT32: return DataType::kInt32;
+    case inference::TYPE_INT64: return DataType::kInt64;
+    case inference::TYPE_FP16: return DataType::kFp16;
+    case inference::TYPE_FP32: return DataType::kFp32;
+    case inference::TYPE_FP64: return DataType::kFp64;
+    case inference::TYPE_STRING: return DataType::kBytes;
+    case inference::TYPE_BF16: return DataType::kBf16;
+    default: return DataType::kInvalid;
+  }
+}
+
+std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
+                                    std::vector<int64_t> available) {
+  std::sort(available.begin(), available.end());
+  if (policy.has_all()) return available;
+  if (policy.has_specific()) {
+    std::vector<int64_t> chosen;
+    for (int64_t v : available) {
+      const auto& wanted = policy.specific().versions();
+      if (std::find(wanted.begin(), wanted.end(), v) != wanted.end()) chosen.push_back(v);
+    }
+    return chosen;
+  }
+  size_t keep = policy.has_latest() ? policy.latest().num_versions() : 1;
+  if (available.size() > keep) available.erase(available.begin(), available.end() - keep);
+  return available;
+}
+
+std::optional<std::string> ConfigParameter(const ModelConfig& config, const std::string& key) {
+  auto it = config.parameters().find(key);
+  if (it == config.parameters().end()) return std::nullopt;
+  return it->second.string_value();
+}
+
+std::string ModelConfigToJson(const ModelConfig& config) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  if (!google::protobuf::util::MessageToJsonString(config, &json, options).ok()) return "{}";
+  return json;
+}
+
+int InstanceCount(const ModelConfig& config) {
+  int count = 0;
+  for (const auto& group : config.instance_group()) count += std::max(1, group.count());
+  return std::max(1, count);
+}
+
+}  // namespace inferd

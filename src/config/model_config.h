@@ -1,0 +1,48 @@
+// Parsing, normalising and validating config.pbtxt in one place. Every error names the model,
+// the file and the field (or line) at fault.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "model_config.pb.h"
+
+namespace inferd {
+
+using ModelConfig = inference::ModelConfig;
+
+// Parses protobuf text format; unknown fields and syntax errors name `file_label` and the line.
+StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::string& file_label);
+
+// Reads <model_dir>/config.pbtxt, fills defaults (name from the folder, one CPU instance) and
+// validates. A missing config.pbtxt is an error for built-in backends (they have no model file to
+// complete it from).
+StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& model_dir);
+
+// Fills defaults that Triton fills: name, instance_group (1 x KIND_CPU), version policy latest 1.
+void NormalizeModelConfig(ModelConfig* config, const std::string& model_name);
+
+// Structural checks; `file_label` is used in the messages.
+Status ValidateModelConfig(const ModelConfig& config, const std::string& file_label);
+
+DataType DataTypeFromConfig(inference::DataType type);
+
+// The versions (from those present on disk) that `policy` says to serve, ascending.
+std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
+                                    std::vector<int64_t> available);
+
+// The string value of parameters[key], if present.
+std::optional<std::string> ConfigParameter(const ModelConfig& config, const std::string& key);
+
+// Effective config as JSON with Triton's field names, for GET /v2/models/M/config.
+std::string ModelConfigToJson(const ModelConfig& config);
+
+// Total instances over all instance groups (at least 1).
+int InstanceCount(const ModelConfig& config);
+
+}  // namespace inferd

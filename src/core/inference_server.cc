@@ -1,0 +1,135 @@
+#include "core/inference_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include "core/request_validation.h"
+#include "lifecycle/model_metrics.h"
+#include "metrics/process_metrics.h"
+
+namespace inferd {
+
+namespace {
+// Load / unload requests beyond this many waiting are refused: the lifecycle queue is bounded too.
+constexpr size_t kMaxLifecycleTasks = 64;
+}  // namespace
+
+InferenceServer::InferenceServer(ServerOptions options)
+    : options_(std::move(options)),
+      backends_(BackendRegistry::WithBuiltins()),
+      models_({options_.repositories, options_.threads}, &backends_, &metrics_, &clock_) {
+  RegisterModelMetricFamilies(&metrics_);
+  RegisterProcessMetrics(&metrics_);
+  lifecycle_thread_ = std::thread([this] { RunLifecycleTasks(); });
+}
+
+InferenceServer::~InferenceServer() {
+  {
+    std::lock_guard lock(tasks_mu_);
+    stop_tasks_ = true;
+  }
+  tasks_cv_.notify_all();
+  lifecycle_thread_.join();
+  models_.UnloadAll();
+}
+
+Status InferenceServer::Start() {
+  for (const auto& repository : options_.repositories) {
+    if (!std::filesystem::is_directory(repository)) {
+      return Status::NotFound("model repository " + repository.string() + " is not a directory");
+    }
+  }
+  if (options_.control_mode == ModelControlMode::kNone) {
+    models_.LoadAll();
+  } else {
+    for (const auto& name : options_.startup_models) {
+      Status status = models_.Load(name);
+      if (!status.ok()) spdlog::error("startup model '{}': {}", name, status.message());
+    }
+  }
+  return Status::Ok();
+}
+
+bool InferenceServer::IsReady() const { return !draining_.load() && models_.AllReady(); }
+
+StatusOr<std::shared_ptr<ModelVersion>> InferenceServer::FindModel(std::string_view name, int64_t version) const {
+  return models_.Find(name, version);
+}
+
+void InferenceServer::FinishRequest() {
+  if (inflight_.fetch_sub(1) == 1 && draining_.load()) {
+    std::lock_guard lock(idle_mu_);
+    idle_cv_.notify_all();
+  }
+}
+
+void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCallback done) {
+  if (draining_.load()) {
+    done(Status::Unavailable("server is shutting down"));
+    return;
+  }
+  inflight_.fetch_add(1);
+  auto finish = [this, done = std::move(done)](StatusOr<InferResponse> result) {
+    done(std::move(result));
+    FinishRequest();
+  };
+  if (request->arrival == TimePoint{}) request->arrival = clock_.Now();
+  auto model = models_.Find(request->model_name, request->model_version);
+  if (!model.ok()) return finish(model.status());
+  auto validated = ValidateRequest((*model)->config(), std::move(request));
+  if (!validated.ok()) return finish(validated.status());
+  Status status = (*model)->Enqueue(std::move(validated).value(), finish);
+  if (!status.ok()) finish(status);
+}
+
+void InferenceServer::PostLifecycleTask(std::function<void()> task) {
+  {
+    std::lock_guard lock(tasks_mu_);
+    tasks_.push_back(std::move(task));
+  }
+  tasks_cv_.notify_one();
+}
+
+void InferenceServer::RunLifecycleTasks() {
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(tasks_mu_);
+      tasks_cv_.wait(lock, [this] { return stop_tasks_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+void InferenceServer::LoadModelAsync(std::string name, std::function<void(Status)> done) {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    return done(Status::FailedPrecondition("model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
+  }
+  {
+    std::lock_guard lock(tasks_mu_);
+    if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending load requests"));
+  }
+  PostLifecycleTask([this, name = std::move(name), done = std::move(done)] { done(models_.Load(name)); });
+}
+
+void InferenceServer::UnloadModelAsync(std::string name, std::function<void(Status)> done) {
+  if (options_.control_mode != ModelControlMode::kExplicit) {
+    return done(Status::FailedPrecondition("model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
+  }
+  {
+    std::lock_guard lock(tasks_mu_);
+    if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending unload requests"));
+  }
+  PostLifecycleTask([this, name = std::move(name), done = std::move(done)] { done(models_.Unload(name)); });
+}
+
+void InferenceServer::BeginDrain() { draining_.store(true); }
+
+bool InferenceServer::WaitForIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(idle_mu_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return inflight_.load() == 0; });
+}
+
+}  // namespace inferd

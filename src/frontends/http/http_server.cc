@@ -1,0 +1,237 @@
+#include "frontends/http/http_server.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <chrono>
+
+namespace inferd {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using beast::error_code;
+
+HttpMethod MethodOf(http::verb verb) {
+  switch (verb) {
+    case http::verb::get: return HttpMethod::kGet;
+    case http::verb::post: return HttpMethod::kPost;
+    case http::verb::head: return HttpMethod::kHead;
+    default: return HttpMethod::kOther;
+  }
+}
+
+std::string ErrorBody(std::string_view message) {
+  // Plain messages with no quotes or backslashes: safe to embed directly.
+  return std::string("{\"error\":\"") + std::string(message) + "\"}";
+}
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler)
+      : stream_(std::move(socket)), options_(options), handler_(handler) {}
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
+  }
+
+ private:
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->body_limit(options_.max_body_bytes);
+    parser_->header_limit(options_.max_header_bytes);
+    stream_.expires_after(std::chrono::seconds(options_.idle_timeout_seconds));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
+  }
+
+  void OnHeader(error_code ec, size_t) {
+    if (ec) return OnReadError(ec);
+    auto& request = parser_->get();
+    if (beast::iequals(request[http::field::expect], "100-continue")) {
+      // The client waits for this before sending the body; the body limit was already checked
+      // against Content-Length, so an oversized upload gets its 413 instead of a 100.
+      auto response = std::make_shared<http::response<http::empty_body>>(http::status::continue_, request.version());
+      http::async_write(stream_, *response, [self = shared_from_this(), response](error_code write_ec, size_t) {
+        if (write_ec) return self->Close();
+        self->ReadBody();
+      });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+  }
+
+  void OnReadError(error_code ec) {
+    if (ec == http::error::body_limit) return WriteErrorAndClose(413, "request body is larger than the limit");
+    if (ec == http::error::header_limit) return WriteErrorAndClose(431, "request headers are too large");
+    if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      return WriteErrorAndClose(400, "malformed HTTP request");
+    }
+    Close();
+  }
+
+  void OnRead(error_code ec, size_t) {
+    if (ec) return OnReadError(ec);
+    stream_.expires_never();  // a request may legitimately take long; idle limits apply between requests
+    auto message = parser_->release();
+    keep_alive_ = message.keep_alive();
+    version_ = message.version();
+    HttpRequest request;
+    request.method = MethodOf(message.method());
+    auto beast_target = message.target();
+    std::string_view target(beast_target.data(), beast_target.size());
+    auto question = target.find('?');
+    request.path = std::string(target.substr(0, question));
+    if (question != std::string_view::npos) request.query = std::string(target.substr(question + 1));
+    auto header = message.find("Inference-Header-Content-Length");
+    if (header != message.end()) {
+      size_t length = 0;
+      std::string_view text(header->value().data(), header->value().size());
+      auto [end, parse_error] = std::from_chars(text.data(), text.data() + text.size(), length);
+      if (parse_error != std::errc() || end != text.data() + text.size()) {
+        return Write({400, "application/json", ErrorBody("Inference-Header-Content-Length is not a number"), {}});
+      }
+      request.inference_header_length = length;
+    }
+    request.body = std::make_shared<const std::string>(std::move(message.body()));
+    handler_(std::move(request), [self = shared_from_this()](HttpResponse response) {
+      net::post(self->stream_.get_executor(),
+                [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
+    });
+  }
+
+  void Write(HttpResponse response, bool close_after = false) {
+    auto message = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(response.status), version_);
+    message->set(http::field::server, "inferd");
+    message->set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) message->set(name, value);
+    message->keep_alive(keep_alive_ && !close_after);
+    message->body() = std::move(response.body);
+    message->prepare_payload();
+    http::async_write(stream_, *message, [self = shared_from_this(), message](error_code ec, size_t) {
+      if (ec) return self->Close();
+      if (message->need_eof()) return self->LingeringClose();
+      self->ReadHeader();
+    });
+  }
+
+  void WriteErrorAndClose(unsigned status, std::string_view message) {
+    Write({status, "application/json", ErrorBody(message), {}}, /*close_after=*/true);
+  }
+
+  // Stop sending, then discard what the client still sends (bounded), so it reads our answer
+  // instead of a connection reset.
+  void LingeringClose() {
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(5));
+    Discard();
+  }
+
+  void Discard() {
+    discard_.resize(64 * 1024);
+    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](error_code ec, size_t n) {
+      self->discarded_ += n;
+      if (ec || self->discarded_ > 2 * self->options_.max_body_bytes + (1u << 20)) return self->Close();
+      self->Discard();
+    });
+  }
+
+  void Close() {
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  const HttpServerOptions& options_;
+  const HttpHandler& handler_;
+  bool keep_alive_ = true;
+  unsigned version_ = 11;
+  std::vector<char> discard_;
+  uint64_t discarded_ = 0;
+};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(HttpServerOptions opts, HttpHandler h)
+      : options(std::move(opts)), handler(std::move(h)), acceptor(net::make_strand(ioc)) {}
+
+  void Accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+      if (!ec) std::make_shared<Session>(std::move(socket), options, handler)->Start();
+      Accept();
+    });
+  }
+
+  HttpServerOptions options;
+  HttpHandler handler;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  uint16_t bound_port = 0;
+};
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start() {
+  error_code ec;
+  auto address = net::ip::make_address(impl_->options.address, ec);
+  if (ec) return Status::InvalidArgument("bad listen address '" + impl_->options.address + "'");
+  tcp::endpoint endpoint(address, impl_->options.port);
+  auto& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Unavailable("cannot listen on " + impl_->options.address + ":" +
+                               std::to_string(impl_->options.port) + ": " + ec.message());
+  }
+  impl_->bound_port = acceptor.local_endpoint().port();
+  impl_->Accept();
+  for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+  return Status::Ok();
+}
+
+uint16_t HttpServer::port() const { return impl_->bound_port; }
+
+void HttpServer::StopAccepting() {
+  net::post(impl_->acceptor.get_executor(), [this] {
+    error_code ignored;
+    impl_->acceptor.close(ignored);
+  });
+}
+
+void HttpServer::Stop() {
+  impl_->ioc.stop();
+  for (auto& thread : impl_->threads) {
+    if (thread.joinable()) thread.join();
+  }
+  impl_->threads.clear();
+}
+
+}  // namespace inferd

@@ -1,0 +1,411 @@
+#include "frontends/http/kserve_codec.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+namespace inferd {
+namespace {
+
+using rapidjson::Value;
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
+
+// ---- JSON data -> typed buffer ----------------------------------------------------------------
+
+template <typename T>
+bool StoreInteger(const Value& value, uint8_t* out) {
+  T result;
+  if (value.IsInt64()) {
+    int64_t v = value.GetInt64();
+    if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
+      return false;
+    }
+    result = static_cast<T>(v);
+  } else if (value.IsUint64()) {
+    uint64_t v = value.GetUint64();
+    if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+    result = static_cast<T>(v);
+  } else {
+    return false;
+  }
+  std::memcpy(out, &result, sizeof(T));
+  return true;
+}
+
+// Writes one JSON scalar as `dtype` at `out`; false if it is not a valid value of that type.
+bool StoreScalar(const Value& value, DataType dtype, uint8_t* out) {
+  switch (dtype) {
+    case DataType::kBool:
+      if (!value.IsBool()) return false;
+      *out = value.GetBool() ? 1 : 0;
+      return true;
+    case DataType::kUint8: return StoreInteger<uint8_t>(value, out);
+    case DataType::kUint16: return StoreInteger<uint16_t>(value, out);
+    case DataType::kUint32: return StoreInteger<uint32_t>(value, out);
+    case DataType::kUint64: return StoreInteger<uint64_t>(value, out);
+    case DataType::kInt8: return StoreInteger<int8_t>(value, out);
+    case DataType::kInt16: return StoreInteger<int16_t>(value, out);
+    case DataType::kInt32: return StoreInteger<int32_t>(value, out);
+    case DataType::kInt64: return StoreInteger<int64_t>(value, out);
+    case DataType::kFp16: {
+      if (!value.IsNumber()) return false;
+      uint16_t half = FloatToHalf(static_cast<float>(value.GetDouble()));
+      std::memcpy(out, &half, 2);
+      return true;
+    }
+    case DataType::kBf16: {
+      if (!value.IsNumber()) return false;
+      uint16_t bf16 = static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(value.GetDouble())) >> 16);
+      std::memcpy(out, &bf16, 2);
+      return true;
+    }
+    case DataType::kFp32: {
+      if (!value.IsNumber()) return false;
+      float f = static_cast<float>(value.GetDouble());
+      std::memcpy(out, &f, 4);
+      return true;
+    }
+    case DataType::kFp64: {
+      if (!value.IsNumber()) return false;
+      double d = value.GetDouble();
+      std::memcpy(out, &d, 8);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+struct FlattenState {
+  DataType dtype;
+  int64_t expected;  // elements the shape asks for
+  int64_t written = 0;
+  uint8_t* out = nullptr;  // fixed-size types
+  std::string* bytes = nullptr;  // BYTES: length-prefixed serialisation
+};
+
+// Walks nested or flat `data` in row-major order. Depth is bounded to keep recursion safe.
+Status Flatten(const Value& value, FlattenState& state, const std::string& input, int depth) {
+  if (depth > 64) return Invalid("input '" + input + "': data is nested too deeply");
+  if (value.IsArray()) {
+    for (const auto& item : value.GetArray()) RETURN_IF_ERROR(Flatten(item, state, input, depth + 1));
+    return Status::Ok();
+  }
+  if (state.written >= state.expected) {
+    return Invalid("input '" + input + "': data has more elements than its shape (" +
+                   std::to_string(state.expected) + ")");
+  }
+  if (state.dtype == DataType::kBytes) {
+    if (!value.IsString()) return Invalid("input '" + input + "': BYTES data must be strings");
+    uint32_t length = value.GetStringLength();
+    state.bytes->append(reinterpret_cast<const char*>(&length), 4);
+    state.bytes->append(value.GetString(), length);
+  } else {
+    const size_t size = DataTypeSize(state.dtype);
+    if (!StoreScalar(value, state.dtype, state.out + static_cast<size_t>(state.written) * size)) {
+      return Invalid("input '" + input + "': element " + std::to_string(state.written) + " is not a valid " +
+                     std::string(DataTypeName(state.dtype)));
+    }
+  }
+  ++state.written;
+  return Status::Ok();
+}
+
+StatusOr<Shape> ParseShape(const Value& input, const std::string& name) {
+  auto it = input.FindMember("shape");
+  if (it == input.MemberEnd() || !it->value.IsArray()) {
+    return Invalid("input '" + name + "': 'shape' must be an array of integers");
+  }
+  Shape shape;
+  for (const auto& dim : it->value.GetArray()) {
+    if (!dim.IsInt64() || dim.GetInt64() < 0) {
+      return Invalid("input '" + name + "': 'shape' must hold non-negative integers");
+    }
+    shape.push_back(dim.GetInt64());
+  }
+  return shape;
+}
+
+StatusOr<Tensor> ParseJsonData(const Value& input, Tensor tensor, size_t body_size) {
+  auto data = input.FindMember("data");
+  if (data == input.MemberEnd()) {
+    return Invalid("input '" + tensor.name + "': needs 'data' or parameters.binary_data_size");
+  }
+  // Each JSON element takes at least one byte of body, so a larger shape cannot be honest: refuse
+  // it before allocating anything.
+  auto elements = ElementCount(tensor.shape, static_cast<int64_t>(body_size) + 1);
+  if (!elements.ok()) return elements.status().WithPrefix("input '" + tensor.name + "'");
+  FlattenState state{.dtype = tensor.dtype, .expected = *elements};
+  std::shared_ptr<uint8_t[]> fixed;
+  auto bytes = std::make_shared<std::string>();
+  if (tensor.dtype == DataType::kBytes) {
+    state.bytes = bytes.get();
+  } else {
+    tensor.byte_size = static_cast<size_t>(*elements) * DataTypeSize(tensor.dtype);
+    MutableBuffer buffer = AllocateBuffer(tensor.byte_size);
+    fixed = buffer.memory;
+    state.out = buffer.get();
+  }
+  RETURN_IF_ERROR(Flatten(data->value, state, tensor.name, 0));
+  if (state.written != state.expected) {
+    return Invalid("input '" + tensor.name + "': shape " + ShapeToString(tensor.shape) + " needs " +
+                   std::to_string(state.expected) + " elements, data has " + std::to_string(state.written));
+  }
+  if (tensor.dtype == DataType::kBytes) {
+    tensor.byte_size = bytes->size();
+    tensor.data = AliasData(bytes, bytes->data());
+  } else {
+    tensor.data = AliasData(fixed, fixed.get());
+  }
+  return tensor;
+}
+
+// Reads parameters.<key> as an unsigned integer, if present.
+StatusOr<std::optional<uint64_t>> UintParameter(const Value& owner, const char* key, const std::string& where) {
+  auto params = owner.FindMember("parameters");
+  if (params == owner.MemberEnd()) return std::optional<uint64_t>();
+  if (!params->value.IsObject()) return Invalid(where + ": 'parameters' must be an object");
+  auto it = params->value.FindMember(key);
+  if (it == params->value.MemberEnd()) return std::optional<uint64_t>();
+  if (!it->value.IsUint64()) return Invalid(where + ": parameter '" + key + "' must be a non-negative integer");
+  return std::optional<uint64_t>(it->value.GetUint64());
+}
+
+std::optional<bool> BoolParameter(const Value& owner, const char* key) {
+  auto params = owner.FindMember("parameters");
+  if (params == owner.MemberEnd() || !params->value.IsObject()) return std::nullopt;
+  auto it = params->value.FindMember(key);
+  if (it == params->value.MemberEnd() || !it->value.IsBool()) return std::nullopt;
+  return it->value.GetBool();
+}
+
+struct BinaryCursor {
+  std::shared_ptr<const std::string> body;
+  size_t offset;  // next unread byte of the binary region
+};
+
+StatusOr<Tensor> ParseInput(const Value& input, BinaryCursor& cursor, size_t json_size) {
+  if (!input.IsObject()) return Invalid("each entry of 'inputs' must be an object");
+  auto name = input.FindMember("name");
+  if (name == input.MemberEnd() || !name->value.IsString()) return Invalid("an input has no 'name' string");
+  Tensor tensor;
+  tensor.name = name->value.GetString();
+  auto datatype = input.FindMember("datatype");
+  if (datatype == input.MemberEnd() || !datatype->value.IsString()) {
+    return Invalid("input '" + tensor.name + "': 'datatype' must be a string");
+  }
+  tensor.dtype = DataTypeFromName(datatype->value.GetString());
+  if (tensor.dtype == DataType::kInvalid) {
+    return Invalid("input '" + tensor.name + "': unknown datatype '" + datatype->value.GetString() + "'");
+  }
+  ASSIGN_OR_RETURN(tensor.shape, ParseShape(input, tensor.name));
+  ASSIGN_OR_RETURN(std::optional<uint64_t> binary_size,
+                   UintParameter(input, "binary_data_size", "input '" + tensor.name + "'"));
+  if (!binary_size) return ParseJsonData(input, std::move(tensor), json_size);
+  const size_t available = cursor.body->size() - cursor.offset;
+  if (*binary_size > available) {
+    return Invalid("input '" + tensor.name + "': binary_data_size " + std::to_string(*binary_size) +
+                   " exceeds the " + std::to_string(available) + " bytes of binary data left");
+  }
+  tensor.data = AliasData(cursor.body, cursor.body->data() + cursor.offset);
+  tensor.byte_size = static_cast<size_t>(*binary_size);
+  cursor.offset += tensor.byte_size;
+  return tensor;
+}
+
+Status ParseRequestParameters(const Value& root, InferRequest* request, OutputEncoding* encoding) {
+  ASSIGN_OR_RETURN(std::optional<uint64_t> priority, UintParameter(root, "priority", "request"));
+  if (priority) {
+    if (*priority > std::numeric_limits<uint32_t>::max()) return Invalid("request: priority is too large");
+    request->priority = static_cast<uint32_t>(*priority);
+  }
+  ASSIGN_OR_RETURN(std::optional<uint64_t> timeout, UintParameter(root, "timeout", "request"));
+  if (timeout) request->timeout_us = *timeout;
+  encoding->binary_by_default = BoolParameter(root, "binary_data_output").value_or(false);
+  return Status::Ok();
+}
+
+Status ParseRequestedOutputs(const Value& root, InferRequest* request, OutputEncoding* encoding) {
+  auto outputs = root.FindMember("outputs");
+  if (outputs == root.MemberEnd()) return Status::Ok();
+  if (!outputs->value.IsArray()) return Invalid("'outputs' must be an array");
+  for (const auto& output : outputs->value.GetArray()) {
+    if (!output.IsObject()) return Invalid("each entry of 'outputs' must be an object");
+    auto name = output.FindMember("name");
+    if (name == output.MemberEnd() || !name->value.IsString()) return Invalid("an output has no 'name' string");
+    std::string output_name = name->value.GetString();
+    if (auto binary = BoolParameter(output, "binary_data")) {
+      (*binary ? encoding->binary_outputs : encoding->json_outputs).push_back(output_name);
+    }
+    request->requested_outputs.push_back(std::move(output_name));
+  }
+  return Status::Ok();
+}
+
+// ---- typed buffer -> JSON data --------------------------------------------------------------
+
+template <typename T, typename Emit>
+void WriteValues(const Tensor& tensor, Emit emit) {
+  const size_t count = tensor.byte_size / sizeof(T);
+  for (size_t i = 0; i < count; ++i) {
+    T value;
+    std::memcpy(&value, tensor.data.get() + i * sizeof(T), sizeof(T));
+    emit(value);
+  }
+}
+
+void WriteJsonData(const Tensor& tensor, JsonWriter& w) {
+  w.StartArray();
+  switch (tensor.dtype) {
+    case DataType::kBool: WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); }); break;
+    case DataType::kUint8: WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); }); break;
+    case DataType::kUint16: WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); }); break;
+    case DataType::kUint32: WriteValues<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); }); break;
+    case DataType::kUint64: WriteValues<uint64_t>(tensor, [&](uint64_t v) { w.Uint64(v); }); break;
+    case DataType::kInt8: WriteValues<int8_t>(tensor, [&](int8_t v) { w.Int(v); }); break;
+    case DataType::kInt16: WriteValues<int16_t>(tensor, [&](int16_t v) { w.Int(v); }); break;
+    case DataType::kInt32: WriteValues<int32_t>(tensor, [&](int32_t v) { w.Int(v); }); break;
+    case DataType::kInt64: WriteValues<int64_t>(tensor, [&](int64_t v) { w.Int64(v); }); break;
+    case DataType::kFp16: WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(HalfToFloat(v)); }); break;
+    case DataType::kBf16:
+      WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(std::bit_cast<float>(uint32_t{v} << 16)); });
+      break;
+    case DataType::kFp32: WriteValues<float>(tensor, [&](float v) { w.Double(v); }); break;
+    case DataType::kFp64: WriteValues<double>(tensor, [&](double v) { w.Double(v); }); break;
+    case DataType::kBytes: {
+      size_t offset = 0;
+      while (offset + 4 <= tensor.byte_size) {
+        uint32_t length;
+        std::memcpy(&length, tensor.data.get() + offset, 4);
+        offset += 4;
+        length = static_cast<uint32_t>(std::min<size_t>(length, tensor.byte_size - offset));
+        w.String(reinterpret_cast<const char*>(tensor.data.get() + offset), length);
+        offset += length;
+      }
+      break;
+    }
+    case DataType::kInvalid: break;
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+bool OutputEncoding::IsBinary(std::string_view name) const {
+  if (std::find(binary_outputs.begin(), binary_outputs.end(), name) != binary_outputs.end()) return true;
+  if (std::find(json_outputs.begin(), json_outputs.end(), name) != json_outputs.end()) return false;
+  return binary_by_default;
+}
+
+StatusOr<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> body,
+                                               std::optional<size_t> json_length) {
+  const size_t json_size = json_length.value_or(body->size());
+  if (json_size > body->size()) {
+    return Invalid("Inference-Header-Content-Length " + std::to_string(json_size) +
+                   " is larger than the body (" + std::to_string(body->size()) + " bytes)");
+  }
+  rapidjson::Document doc;
+  doc.Parse(body->data(), json_size);
+  if (doc.HasParseError()) {
+    return Invalid(std::string("malformed JSON at offset ") + std::to_string(doc.GetErrorOffset()) + ": " +
+                   rapidjson::GetParseError_En(doc.GetParseError()));
+  }
+  if (!doc.IsObject()) return Invalid("the request body must be a JSON object");
+  ParsedInferRequest parsed{std::make_unique<InferRequest>(), {}};
+  InferRequest* request = parsed.request.get();
+  if (auto id = doc.FindMember("id"); id != doc.MemberEnd()) {
+    if (!id->value.IsString()) return Invalid("'id' must be a string");
+    request->id = id->value.GetString();
+  }
+  RETURN_IF_ERROR(ParseRequestParameters(doc, request, &parsed.encoding));
+  auto inputs = doc.FindMember("inputs");
+  if (inputs == doc.MemberEnd() || !inputs->value.IsArray()) return Invalid("'inputs' must be an array");
+  if (inputs->value.Empty()) return Invalid("'inputs' is empty");
+  BinaryCursor cursor{body, json_size};
+  for (const auto& input : inputs->value.GetArray()) {
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInput(input, cursor, json_size));
+    request->inputs.push_back(std::move(tensor));
+  }
+  if (cursor.offset != body->size()) {
+    return Invalid(std::to_string(body->size() - cursor.offset) +
+                   " bytes of binary data are not claimed by any input's binary_data_size");
+  }
+  RETURN_IF_ERROR(ParseRequestedOutputs(doc, request, &parsed.encoding));
+  return parsed;
+}
+
+EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputEncoding& encoding) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("model_name");
+  w.String(response.model_name.c_str(), static_cast<rapidjson::SizeType>(response.model_name.size()));
+  w.Key("model_version");
+  w.String(std::to_string(response.model_version).c_str());
+  if (!response.id.empty()) {
+    w.Key("id");
+    w.String(response.id.c_str(), static_cast<rapidjson::SizeType>(response.id.size()));
+  }
+  w.Key("outputs");
+  w.StartArray();
+  std::vector<const Tensor*> binary;
+  for (const Tensor& tensor : response.outputs) {
+    w.StartObject();
+    w.Key("name");
+    w.String(tensor.name.c_str(), static_cast<rapidjson::SizeType>(tensor.name.size()));
+    w.Key("datatype");
+    w.String(DataTypeName(tensor.dtype).data());
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t dim : tensor.shape) w.Int64(dim);
+    w.EndArray();
+    if (encoding.IsBinary(tensor.name)) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Uint64(tensor.byte_size);
+      w.EndObject();
+      binary.push_back(&tensor);
+    } else {
+      w.Key("data");
+      WriteJsonData(tensor, w);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  EncodedResponse encoded;
+  if (binary.empty()) {
+    encoded.body.assign(buffer.GetString(), buffer.GetSize());
+    return encoded;
+  }
+  size_t total = buffer.GetSize();
+  for (const Tensor* tensor : binary) total += tensor->byte_size;
+  encoded.body.reserve(total);
+  encoded.body.assign(buffer.GetString(), buffer.GetSize());
+  encoded.json_length = buffer.GetSize();
+  for (const Tensor* tensor : binary) {
+    encoded.body.append(reinterpret_cast<const char*>(tensor->data.get()), tensor->byte_size);
+  }
+  return encoded;
+}
+
+std::string ErrorJson(std::string_view message) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("error");
+  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  w.EndObject();
+  return {buffer.GetString(), buffer.GetSize()};
+}
+
+}  // namespace inferd

@@ -1,0 +1,42 @@
+// KServe v2 / Open Inference Protocol request and response bodies, JSON and the binary tensor
+// extension. Pure functions over bytes, so they are unit tested and fuzzed without a server.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/infer_request.h"
+
+namespace inferd {
+
+struct OutputEncoding {
+  bool binary_by_default = false;       // request parameter binary_data_output
+  std::vector<std::string> binary_outputs;  // outputs that asked "binary_data": true
+  std::vector<std::string> json_outputs;    // outputs that asked "binary_data": false
+  bool IsBinary(std::string_view name) const;
+};
+
+struct ParsedInferRequest {
+  std::unique_ptr<InferRequest> request;
+  OutputEncoding encoding;
+};
+
+// `body` holds the whole HTTP body; tensors given in binary point into it (no copy), so it must be
+// shared. `json_length` is the Inference-Header-Content-Length header, if present.
+StatusOr<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> body,
+                                               std::optional<size_t> json_length);
+
+struct EncodedResponse {
+  std::string body;
+  std::optional<size_t> json_length;  // set when binary tensors follow the JSON
+};
+
+EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputEncoding& encoding);
+
+// {"error": "..."} with the message escaped.
+std::string ErrorJson(std::string_view message);
+
+}  // namespace inferd

@@ -1,0 +1,165 @@
+#include "frontends/http/kserve_json.h"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "common/tensor.h"
+#include "inferd_version.h"
+
+namespace inferd {
+namespace {
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void Str(JsonWriter& w, const std::string& s) { w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size())); }
+
+std::string Done(const rapidjson::StringBuffer& buffer) { return {buffer.GetString(), buffer.GetSize()}; }
+
+template <typename TensorList>
+void WriteTensorMetadata(JsonWriter& w, const TensorList& tensors, bool batching) {
+  w.StartArray();
+  for (const auto& tensor : tensors) {
+    w.StartObject();
+    w.Key("name");
+    Str(w, tensor.name());
+    w.Key("datatype");
+    w.String(DataTypeName(DataTypeFromConfig(tensor.data_type())).data());
+    w.Key("shape");
+    w.StartArray();
+    if (batching) w.Int64(-1);
+    for (int64_t dim : tensor.dims()) w.Int64(dim);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+void WriteDuration(JsonWriter& w, const char* key, const DurationStat& stat) {
+  w.Key(key);
+  w.StartObject();
+  w.Key("count");
+  w.Uint64(stat.count.load());
+  w.Key("ns");
+  w.Uint64(stat.ns.load());
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string ServerMetadataJson() {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("name");
+  w.String("inferd");
+  w.Key("version");
+  w.String(kInferdVersion);
+  w.Key("extensions");
+  w.StartArray();
+  for (const char* extension : {"binary_tensor_data", "statistics", "model_repository", "model_configuration"}) {
+    w.String(extension);
+  }
+  w.EndArray();
+  w.EndObject();
+  return Done(buffer);
+}
+
+std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64_t>& versions) {
+  const ModelConfig& config = model.config();
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("name");
+  Str(w, config.name());
+  w.Key("versions");
+  w.StartArray();
+  for (int64_t version : versions) Str(w, std::to_string(version));
+  w.EndArray();
+  w.Key("platform");
+  Str(w, config.platform().empty() ? config.backend() : config.platform());
+  w.Key("inputs");
+  WriteTensorMetadata(w, config.input(), config.max_batch_size() > 0);
+  w.Key("outputs");
+  WriteTensorMetadata(w, config.output(), config.max_batch_size() > 0);
+  w.EndObject();
+  return Done(buffer);
+}
+
+std::string ModelStatsJson(const std::vector<std::shared_ptr<ModelVersion>>& models) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("model_stats");
+  w.StartArray();
+  for (const auto& model : models) {
+    const ModelStats& stats = model->stats();
+    w.StartObject();
+    w.Key("name");
+    Str(w, model->name());
+    w.Key("version");
+    Str(w, std::to_string(model->version()));
+    w.Key("last_inference");
+    w.Uint64(stats.last_inference_ms.load());
+    w.Key("inference_count");
+    w.Uint64(stats.inference_count.load());
+    w.Key("execution_count");
+    w.Uint64(stats.execution_count.load());
+    w.Key("inference_stats");
+    w.StartObject();
+    WriteDuration(w, "success", stats.success);
+    WriteDuration(w, "fail", stats.fail);
+    WriteDuration(w, "queue", stats.queue);
+    WriteDuration(w, "compute_input", stats.compute_input);
+    WriteDuration(w, "compute_infer", stats.compute_infer);
+    WriteDuration(w, "compute_output", stats.compute_output);
+    w.EndObject();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Done(buffer);
+}
+
+std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartArray();
+  for (const auto& entry : entries) {
+    w.StartObject();
+    w.Key("name");
+    Str(w, entry.name);
+    if (entry.version > 0) {
+      w.Key("version");
+      Str(w, std::to_string(entry.version));
+    }
+    if (!entry.state.empty()) {
+      w.Key("state");
+      Str(w, entry.state);
+      w.Key("reason");
+      Str(w, entry.reason);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  return Done(buffer);
+}
+
+std::string ReadyJson(const std::string& name, bool ready, const std::string& reason) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  if (!name.empty()) {
+    w.Key("name");
+    Str(w, name);
+  }
+  w.Key("ready");
+  w.Bool(ready);
+  if (!reason.empty()) {
+    w.Key("error");
+    Str(w, reason);
+  }
+  w.EndObject();
+  return Done(buffer);
+}
+
+}  // namespace inferd

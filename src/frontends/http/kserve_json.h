@@ -1,0 +1,19 @@
+// JSON documents of the KServe v2 REST API other than inference: metadata, stats, index.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lifecycle/model_manager.h"
+
+namespace inferd {
+
+std::string ServerMetadataJson();
+std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64_t>& versions);
+// Triton's shape: {"model_stats": [{name, version, inference_count, execution_count, ...}]}
+std::string ModelStatsJson(const std::vector<std::shared_ptr<ModelVersion>>& models);
+std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries);
+std::string ReadyJson(const std::string& name, bool ready, const std::string& reason);
+
+}  // namespace inferd

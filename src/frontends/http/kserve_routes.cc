@@ -1,0 +1,190 @@
+#include "frontends/http/kserve_routes.h"
+
+#include <charconv>
+#include <string_view>
+
+#include "frontends/http/kserve_codec.h"
+#include "frontends/http/kserve_json.h"
+#include "frontends/http/status_mapping.h"
+
+namespace inferd {
+namespace {
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    if (slash > start) parts.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+HttpResponse Json(unsigned status, std::string body) { return {status, "application/json", std::move(body), {}}; }
+HttpResponse Error(unsigned status, std::string_view message) { return Json(status, ErrorJson(message)); }
+HttpResponse Error(const Status& status) { return Error(HttpStatusFor(status.code()), status.message()); }
+
+HttpResponse MethodNotAllowed(const char* allowed) {
+  HttpResponse response = Error(405, std::string("method not allowed; use ") + allowed);
+  response.headers.emplace_back("Allow", allowed);
+  return response;
+}
+
+// "/v2/models/M[/versions/V][/ACTION]" parsed.
+struct ModelTarget {
+  std::string name;
+  int64_t version = 0;
+  std::string action;  // "", "ready", "infer", "config", "stats"
+};
+
+StatusOr<ModelTarget> ParseModelTarget(const std::vector<std::string_view>& parts) {
+  // parts[0] == "v2", parts[1] == "models"
+  ModelTarget target{.name = std::string(parts[2])};
+  size_t next = 3;
+  if (parts.size() > next && parts[next] == "versions") {
+    if (parts.size() <= next + 1) return Status::NotFound("missing version after /versions");
+    std::string_view text = parts[next + 1];
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), target.version);
+    if (error != std::errc() || end != text.data() + text.size() || target.version <= 0) {
+      return Status::InvalidArgument("version '" + std::string(text) + "' is not a positive integer");
+    }
+    next += 2;
+  }
+  if (parts.size() > next) target.action = std::string(parts[next++]);
+  if (parts.size() > next) return Status::NotFound("unknown path");
+  return target;
+}
+
+class KServeRoutes {
+ public:
+  explicit KServeRoutes(InferenceServer* server) : server_(server) {}
+
+  void Handle(HttpRequest request, Responder respond) {
+    auto parts = SplitPath(request.path);
+    if (parts.empty() || parts[0] != "v2") return respond(Error(404, "unknown path " + request.path));
+    if (parts.size() == 1) {
+      if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+      return respond(Json(200, ServerMetadataJson()));
+    }
+    if (parts[1] == "health" && parts.size() == 3) return respond(Health(request, parts[2]));
+    if (parts[1] == "models" && parts.size() == 3 && parts[2] == "stats") {
+      if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+      return respond(Json(200, ModelStatsJson(server_->LoadedModels())));
+    }
+    if (parts[1] == "models" && parts.size() >= 3) return HandleModel(std::move(request), parts, std::move(respond));
+    if (parts[1] == "repository") return HandleRepository(request, parts, std::move(respond));
+    respond(Error(404, "unknown path " + request.path));
+  }
+
+ private:
+  HttpResponse Health(const HttpRequest& request, std::string_view which) {
+    if (request.method != HttpMethod::kGet) return MethodNotAllowed("GET");
+    if (which == "live") return Json(200, "{\"live\":true}");
+    if (which == "ready") {
+      bool ready = server_->IsReady();
+      return Json(ready ? 200 : 503, ready ? "{\"ready\":true}" : "{\"ready\":false}");
+    }
+    return Error(404, "unknown path " + request.path);
+  }
+
+  void HandleModel(HttpRequest request, const std::vector<std::string_view>& parts, Responder respond) {
+    auto target = ParseModelTarget(parts);
+    if (!target.ok()) return respond(Error(target.status()));
+    const std::string& action = target->action;
+    const bool post = action == "infer";
+    if (action != "" && action != "ready" && action != "infer" && action != "config" && action != "stats") {
+      return respond(Error(404, "unknown path " + request.path));
+    }
+    if (post && request.method != HttpMethod::kPost) return respond(MethodNotAllowed("POST"));
+    if (!post && request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+    if (action == "infer") return Infer(std::move(request), *target, std::move(respond));
+    if (action == "ready") return respond(ModelReady(*target));
+    auto model = server_->FindModel(target->name, target->version);
+    if (!model.ok()) return respond(Error(model.status()));
+    if (action == "config") return respond(Json(200, ModelConfigToJson((*model)->config())));
+    if (action == "stats") {
+      std::vector<std::shared_ptr<ModelVersion>> selected;
+      for (auto& loaded : server_->LoadedModels()) {
+        if (loaded->name() == target->name && (target->version == 0 || loaded->version() == target->version)) {
+          selected.push_back(loaded);
+        }
+      }
+      return respond(Json(200, ModelStatsJson(selected)));
+    }
+    std::vector<int64_t> versions;
+    for (auto& loaded : server_->LoadedModels()) {
+      if (loaded->name() == target->name) versions.push_back(loaded->version());
+    }
+    respond(Json(200, ModelMetadataJson(**model, versions)));
+  }
+
+  HttpResponse ModelReady(const ModelTarget& target) {
+    auto model = server_->FindModel(target.name, target.version);
+    if (model.ok()) return Json(200, ReadyJson(target.name, true, ""));
+    for (const auto& entry : server_->RepositoryIndex()) {
+      if (entry.name == target.name && (target.version == 0 || entry.version == target.version || entry.version == 0)) {
+        return Json(503, ReadyJson(target.name, false, entry.reason.empty() ? "not loaded" : entry.reason));
+      }
+    }
+    return Error(model.status());
+  }
+
+  void Infer(HttpRequest request, const ModelTarget& target, Responder respond) {
+    auto parsed = ParseInferRequest(request.body, request.inference_header_length);
+    if (!parsed.ok()) return respond(Error(parsed.status()));
+    parsed->request->model_name = target.name;
+    parsed->request->model_version = target.version;
+    OutputEncoding encoding = std::move(parsed->encoding);
+    server_->InferAsync(std::move(parsed->request),
+                        [respond = std::move(respond), encoding = std::move(encoding)](StatusOr<InferResponse> result) {
+                          if (!result.ok()) return respond(Error(result.status()));
+                          EncodedResponse encoded = EncodeInferResponse(*result, encoding);
+                          HttpResponse response = Json(200, std::move(encoded.body));
+                          if (encoded.json_length) {
+                            response.content_type = "application/octet-stream";
+                            response.headers.emplace_back("Inference-Header-Content-Length",
+                                                          std::to_string(*encoded.json_length));
+                          }
+                          respond(std::move(response));
+                        });
+  }
+
+  void HandleRepository(const HttpRequest& request, const std::vector<std::string_view>& parts, Responder respond) {
+    if (parts.size() == 3 && parts[2] == "index") {
+      if (request.method != HttpMethod::kPost) return respond(MethodNotAllowed("POST"));
+      return respond(Json(200, RepositoryIndexJson(server_->RepositoryIndex())));
+    }
+    if (parts.size() == 5 && parts[2] == "models" && (parts[4] == "load" || parts[4] == "unload")) {
+      if (request.method != HttpMethod::kPost) return respond(MethodNotAllowed("POST"));
+      auto done = [respond = std::move(respond)](Status status) {
+        respond(status.ok() ? Json(200, "{}") : Error(status));
+      };
+      std::string name(parts[3]);
+      if (parts[4] == "load") server_->LoadModelAsync(std::move(name), std::move(done));
+      else server_->UnloadModelAsync(std::move(name), std::move(done));
+      return;
+    }
+    respond(Error(404, "unknown path " + request.path));
+  }
+
+  InferenceServer* server_;
+};
+
+}  // namespace
+
+HttpHandler MakeKServeHandler(InferenceServer* server) {
+  auto routes = std::make_shared<KServeRoutes>(server);
+  return [routes](HttpRequest request, Responder respond) { routes->Handle(std::move(request), std::move(respond)); };
+}
+
+HttpHandler MakeMetricsHandler(InferenceServer* server) {
+  return [server](HttpRequest request, Responder respond) {
+    if (request.path != "/metrics") return respond(Error(404, "unknown path " + request.path + "; try /metrics"));
+    if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+    respond({200, "text/plain; version=0.0.4; charset=utf-8", server->metrics().RenderText(), {}});
+  };
+}
+
+}  // namespace inferd

@@ -1,0 +1,102 @@
+#include "instances/instance_pool.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "instances/batch_io.h"
+
+namespace inferd {
+namespace {
+
+std::vector<Tensor> SelectOutputs(std::vector<Tensor> outputs, const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return outputs;
+  std::vector<Tensor> selected;
+  for (auto& tensor : outputs) {
+    if (std::find(wanted.begin(), wanted.end(), tensor.name) != wanted.end()) {
+      selected.push_back(std::move(tensor));
+    }
+  }
+  return selected;
+}
+
+}  // namespace
+
+InstancePool::InstancePool(std::string model_name, int64_t model_version, bool batching,
+                           Scheduler* scheduler, std::vector<std::unique_ptr<Model>> models,
+                           ExecutionObserver observer, const Clock* clock)
+    : model_name_(std::move(model_name)),
+      model_version_(model_version),
+      batching_(batching),
+      scheduler_(scheduler),
+      models_(std::move(models)),
+      observer_(std::move(observer)),
+      clock_(clock) {}
+
+InstancePool::~InstancePool() { Join(); }
+
+void InstancePool::Start() {
+  for (auto& model : models_) threads_.emplace_back([this, m = model.get()] { RunInstance(m); });
+}
+
+void InstancePool::Join() {
+  for (auto& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+  threads_.clear();
+}
+
+void InstancePool::RunInstance(Model* model) {
+  while (true) {
+    std::vector<PendingRequest> batch = scheduler_->NextBatch();
+    if (batch.empty()) return;
+    RunBatch(model, batch);
+  }
+}
+
+void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
+  RequestTimings timings;
+  timings.exec_start = clock_->Now();
+  std::vector<int64_t> batch_sizes;
+  batch_sizes.reserve(batch.size());
+  for (const auto& item : batch) batch_sizes.push_back(item.batch_size);
+
+  Status status;
+  std::vector<std::vector<Tensor>> per_request;
+  auto execution = AssembleInputs(batch, batching_);
+  timings.input_done = clock_->Now();
+  timings.execution_batch_size = execution.ok() ? execution->batch_size : 0;
+  if (!execution.ok()) {
+    status = execution.status();
+  } else {
+    std::vector<Tensor> outputs;
+    try {  // a backend's exception stops here, at the module boundary
+      status = model->Execute(*execution, &outputs);
+    } catch (const std::exception& e) {
+      status = Status::Internal(std::string("backend threw: ") + e.what());
+    }
+    timings.infer_done = clock_->Now();
+    if (status.ok()) {
+      auto split = SplitOutputs(outputs, batch_sizes, batching_);
+      if (split.ok()) per_request = std::move(split).value();
+      else status = split.status();
+    }
+  }
+  if (timings.infer_done == TimePoint{}) timings.infer_done = timings.input_done;
+  timings.output_done = clock_->Now();
+  observer_({.batch_size = timings.execution_batch_size, .request_count = batch.size(), .ok = status.ok()});
+
+  for (size_t i = 0; i < batch.size(); ++i) {
+    PendingRequest& item = batch[i];
+    RequestTimings mine = timings;
+    mine.enqueued = item.enqueued;
+    if (!status.ok()) {
+      item.done(status, mine);
+      continue;
+    }
+    InferResponse response{model_name_, model_version_, item.request->id,
+                           SelectOutputs(std::move(per_request[i]), item.request->requested_outputs)};
+    item.done(std::move(response), mine);
+  }
+}
+
+}  // namespace inferd

@@ -1,0 +1,50 @@
+// N instances of one model version: each is a thread that owns its own backend Model and pulls
+// batches from the version's Scheduler until the scheduler shuts down and drains.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+#include "scheduler/scheduler.h"
+
+namespace inferd {
+
+struct ExecutionReport {
+  int64_t batch_size = 0;
+  size_t request_count = 0;
+  bool ok = true;
+};
+using ExecutionObserver = std::function<void(const ExecutionReport&)>;
+
+class InstancePool {
+ public:
+  InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
+               std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer,
+               const Clock* clock);
+  ~InstancePool();  // joins; the scheduler must have been shut down first
+  InstancePool(const InstancePool&) = delete;
+  InstancePool& operator=(const InstancePool&) = delete;
+
+  void Start();
+  // Waits until every instance has finished the queued work and exited (after Scheduler::Shutdown).
+  void Join();
+
+ private:
+  void RunInstance(Model* model);
+  void RunBatch(Model* model, std::vector<PendingRequest>& batch);
+
+  const std::string model_name_;
+  const int64_t model_version_;
+  const bool batching_;
+  Scheduler* scheduler_;
+  std::vector<std::unique_ptr<Model>> models_;
+  ExecutionObserver observer_;
+  const Clock* clock_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace inferd

@@ -1,0 +1,224 @@
+#include "lifecycle/model_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace inferd {
+
+namespace fs = std::filesystem;
+
+ModelManager::ModelManager(Options options, BackendRegistry* backends, MetricsRegistry* metrics,
+                           const Clock* clock)
+    : options_(std::move(options)), backends_(backends), metrics_(metrics), clock_(clock) {
+  snapshot_.store(std::make_shared<const ServingTable>());
+}
+
+ModelManager::~ModelManager() { UnloadAll(); }
+
+void ModelManager::LoadAll() {
+  std::lock_guard lock(write_mu_);
+  for (const auto& [name, source] : ScanRepositories(options_.repositories)) {
+    Status status = LoadLocked(source);
+    if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
+  }
+}
+
+Status ModelManager::Load(const std::string& name) {
+  std::lock_guard lock(write_mu_);
+  auto sources = ScanRepositories(options_.repositories);
+  auto it = sources.find(name);
+  if (it == sources.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
+  Status status = LoadLocked(it->second);
+  if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
+  return status;
+}
+
+int ModelManager::IntraOpThreads(const ModelConfig& config) const {
+  // Instances x intra-op threads must not exceed the cores given to the process.
+  return std::max(1, options_.threads / InstanceCount(config));
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelConfig& config, Backend* backend,
+                                                                  const fs::path& model_dir, int64_t version) {
+  const fs::path version_dir = model_dir / std::to_string(version);
+  std::string file = config.default_model_filename().empty() ? backend->DefaultModelFilename()
+                                                             : config.default_model_filename();
+  if (!file.empty() && !fs::exists(version_dir / file)) {
+    return Status::NotFound("model '" + config.name() + "' version " + std::to_string(version) +
+                            ": model file " + (version_dir / file).string() + " is missing");
+  }
+  for (const auto& group : config.instance_group()) {
+    if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) {
+      spdlog::warn("model '{}': KIND_GPU requested; inferd executes on CPU", config.name());
+    }
+  }
+  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config)};
+  return ModelVersion::Load(config, version, version_dir, context);
+}
+
+Status ModelManager::LoadLocked(const ModelSource& source) {
+  ModelRecord record{.wanted = true};
+  ServingTable next = table_;
+  VersionMap& serving = next[source.name];
+  auto finish = [&](Status status) {
+    record.error = status;
+    records_[source.name] = record;
+    Publish(std::move(next));
+    return status;
+  };
+  if (!source.status.ok()) return finish(source.status);
+  const ModelConfig& config = *source.config;
+  auto backend = backends_->Select(config);
+  if (!backend.ok()) return finish(backend.status());
+  if (source.versions.empty()) {
+    return finish(Status::NotFound("model '" + source.name + "': no version folder (a positive integer) in " +
+                                   source.dir.string()));
+  }
+  std::vector<int64_t> versions = SelectVersions(config.version_policy(), source.versions);
+  if (versions.empty()) {
+    return finish(Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
+  }
+  const std::string config_bytes = config.SerializeAsString();
+  VersionMap loaded;
+  for (int64_t version : versions) {
+    auto current = serving.find(version);
+    if (current != serving.end() && current->second->config().SerializeAsString() == config_bytes) {
+      loaded[version] = current->second;  // unchanged: keep serving it
+      continue;
+    }
+    auto model = LoadVersion(config, *backend, source.dir, version);
+    if (model.ok()) {
+      loaded[version] = std::move(model).value();
+    } else {
+      record.failed_versions[version] = model.status().message();
+      spdlog::error("{}", model.status().message());
+      if (current != serving.end()) loaded[version] = current->second;  // keep the old one serving
+    }
+  }
+  serving = std::move(loaded);
+  Status status = record.failed_versions.empty()
+                      ? Status::Ok()
+                      : Status::InvalidArgument(record.failed_versions.begin()->second);
+  records_[source.name] = record;
+  Publish(std::move(next));
+  return status;
+}
+
+void ModelManager::Publish(ServingTable table) {
+  // Versions that leave the table stop taking requests and drain before we return.
+  std::vector<std::shared_ptr<ModelVersion>> retired;
+  for (const auto& [name, versions] : table_) {
+    for (const auto& [version, model] : versions) {
+      auto it = table.find(name);
+      bool kept = it != table.end() && it->second.contains(version) && it->second.at(version) == model;
+      if (!kept) retired.push_back(model);
+    }
+  }
+  for (auto it = table.begin(); it != table.end();) {
+    it = it->second.empty() ? table.erase(it) : std::next(it);
+  }
+  table_ = std::move(table);
+  snapshot_.store(std::make_shared<const ServingTable>(table_));
+  {
+    std::lock_guard lock(index_mu_);
+    index_records_ = records_;
+  }
+  for (auto& model : retired) {
+    model->StopAndDrain();
+    spdlog::info("unloaded model '{}' version {}", model->name(), model->version());
+  }
+}
+
+Status ModelManager::Unload(const std::string& name) {
+  std::lock_guard lock(write_mu_);
+  if (!records_.contains(name) && !table_.contains(name)) {
+    return Status::NotFound("model '" + name + "' is not loaded");
+  }
+  records_.erase(name);
+  ServingTable next = table_;
+  next.erase(name);
+  Publish(std::move(next));
+  return Status::Ok();
+}
+
+void ModelManager::UnloadAll() {
+  std::lock_guard lock(write_mu_);
+  records_.clear();
+  Publish({});
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Find(std::string_view name, int64_t version) const {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  auto model = table->find(name);
+  if (model == table->end()) return Status::NotFound("unknown model '" + std::string(name) + "'");
+  if (version == 0) return model->second.rbegin()->second;
+  auto it = model->second.find(version);
+  if (it == model->second.end()) {
+    return Status::NotFound("model '" + std::string(name) + "' has no loaded version " + std::to_string(version));
+  }
+  return it->second;
+}
+
+std::vector<std::shared_ptr<ModelVersion>> ModelManager::AllLoaded() const {
+  std::vector<std::shared_ptr<ModelVersion>> all;
+  for (const auto& [name, versions] : *snapshot_.load()) {
+    for (const auto& [version, model] : versions) all.push_back(model);
+  }
+  return all;
+}
+
+std::vector<IndexEntry> ModelManager::Index() const {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  std::map<std::string, ModelRecord> records;
+  {
+    std::lock_guard lock(index_mu_);
+    records = index_records_;
+  }
+  std::vector<IndexEntry> entries;
+  std::vector<std::string> names;
+  for (const auto& repository : options_.repositories) {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(repository, error)) {
+      std::string name = entry.path().filename().string();
+      if (entry.is_directory() && !name.starts_with(".")) names.push_back(name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  for (const auto& name : names) {
+    auto record = records.find(name);
+    auto serving = table->find(name);
+    bool listed = false;
+    if (serving != table->end()) {
+      for (const auto& [version, model] : serving->second) {
+        entries.push_back({name, version, "READY", ""});
+        listed = true;
+      }
+    }
+    if (record != records.end()) {
+      for (const auto& [version, reason] : record->second.failed_versions) {
+        entries.push_back({name, version, "UNAVAILABLE", reason});
+        listed = true;
+      }
+      if (!record->second.error.ok()) {
+        entries.push_back({name, 0, "UNAVAILABLE", record->second.error.message()});
+        listed = true;
+      }
+    }
+    if (!listed) entries.push_back({name, 0, "", ""});
+  }
+  return entries;
+}
+
+bool ModelManager::AllReady() const {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  std::lock_guard lock(index_mu_);
+  for (const auto& [name, record] : index_records_) {
+    if (!record.wanted) continue;
+    if (!record.error.ok() || !record.failed_versions.empty() || !table->contains(name)) return false;
+  }
+  return true;
+}
+
+}  // namespace inferd

@@ -1,0 +1,85 @@
+// Which model versions are loaded, and the load / unload / reload operations on them.
+//
+// Readers (every inference) take an immutable snapshot of the serving table through one atomic
+// shared_ptr load: no lock shared with loads. Writers (load, unload) are serialised by write_mu_,
+// build the new version completely (load + warmup) before publishing a new table, then drain the
+// versions that left the table.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.h"
+#include "lifecycle/model_repository.h"
+#include "lifecycle/model_version.h"
+
+namespace inferd {
+
+struct IndexEntry {
+  std::string name;
+  int64_t version = 0;  // 0: the model as a whole (not loaded, or its config is broken)
+  std::string state;    // READY, UNAVAILABLE, or empty when never loaded
+  std::string reason;
+};
+
+class ModelManager {
+ public:
+  struct Options {
+    std::vector<std::filesystem::path> repositories;
+    int threads = 1;  // cores given to the process; divided among instances
+  };
+
+  ModelManager(Options options, BackendRegistry* backends, MetricsRegistry* metrics, const Clock* clock);
+  ~ModelManager();
+
+  // Loads every model in the repositories (control mode none). Failures are recorded per model,
+  // logged, and reported by Index() and AllReady(); they never stop the others.
+  void LoadAll();
+  // Loads or reloads one model from disk (control mode explicit).
+  Status Load(const std::string& name);
+  Status Unload(const std::string& name);
+  void UnloadAll();
+
+  // version 0: the newest loaded version.
+  StatusOr<std::shared_ptr<ModelVersion>> Find(std::string_view name, int64_t version) const;
+  std::vector<std::shared_ptr<ModelVersion>> AllLoaded() const;
+  std::vector<IndexEntry> Index() const;
+  bool AllReady() const;
+
+ private:
+  using VersionMap = std::map<int64_t, std::shared_ptr<ModelVersion>>;
+  using ServingTable = std::map<std::string, VersionMap, std::less<>>;
+
+  struct ModelRecord {
+    bool wanted = false;              // should be loaded
+    Status error;                     // model-level error (config, versions, backend)
+    std::map<int64_t, std::string> failed_versions;
+  };
+
+  Status LoadLocked(const ModelSource& source);  // requires write_mu_
+  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const ModelConfig& config, Backend* backend,
+                                                      const std::filesystem::path& model_dir,
+                                                      int64_t version);
+  void Publish(ServingTable table);  // requires write_mu_
+  int IntraOpThreads(const ModelConfig& config) const;
+
+  const Options options_;
+  BackendRegistry* backends_;
+  MetricsRegistry* metrics_;
+  const Clock* clock_;
+
+  std::mutex write_mu_;
+  std::map<std::string, ModelRecord> records_;  // guarded by write_mu_
+  ServingTable table_;                          // guarded by write_mu_: the latest published copy
+  std::atomic<std::shared_ptr<const ServingTable>> snapshot_;
+  mutable std::mutex index_mu_;  // guards index_records_, a copy of records_ for readers
+  std::map<std::string, ModelRecord> index_records_;
+};
+
+}  // namespace inferd

@@ -1,0 +1,55 @@
+#include "lifecycle/model_metrics.h"
+
+namespace inferd {
+
+void RegisterModelMetricFamilies(MetricsRegistry* registry) {
+  using Type = MetricsRegistry::Type;
+  registry->Declare("inferd_requests_total", Type::kCounter,
+                    "Inference requests by outcome (success, rejected, timeout, cancelled, failed).");
+  registry->Declare("inferd_inferences_total", Type::kCounter,
+                    "Inferences performed: the sum of the batch sizes of successful requests.");
+  registry->Declare("inferd_executions_total", Type::kCounter,
+                    "Model executions; inferences / executions is the batch efficiency.");
+  registry->Declare("inferd_request_duration_seconds", Type::kHistogram,
+                    "End-to-end request time inside the server, queue included.");
+  registry->Declare("inferd_queue_duration_seconds", Type::kHistogram,
+                    "Time a request waited in the scheduler queue.");
+  registry->Declare("inferd_compute_duration_seconds", Type::kHistogram,
+                    "Time of the execution a request was part of (input, infer, output).");
+  registry->Declare("inferd_batch_size", Type::kHistogram, "Batch size of each model execution.");
+  registry->Declare("inferd_queue_depth", Type::kGauge, "Requests waiting in the scheduler queue.");
+  registry->Declare("inferd_inflight_requests", Type::kGauge,
+                    "Requests accepted and not yet answered.");
+  registry->Declare("inferd_model_load_duration_seconds", Type::kGauge,
+                    "Time the last load of this model version took.");
+}
+
+MetricLabels ModelLabels(const std::string& model, int64_t version) {
+  return {{"model", model}, {"version", std::to_string(version)}};
+}
+
+ModelMetrics ModelMetrics::Bind(MetricsRegistry* registry, const std::string& model, int64_t version) {
+  const MetricLabels labels = ModelLabels(model, version);
+  auto with_outcome = [&](const char* outcome) {
+    MetricLabels l = labels;
+    l.emplace_back("outcome", outcome);
+    return registry->AddCounter("inferd_requests_total", l);
+  };
+  ModelMetrics m;
+  m.success = with_outcome("success");
+  m.rejected = with_outcome("rejected");
+  m.timeout = with_outcome("timeout");
+  m.cancelled = with_outcome("cancelled");
+  m.failed = with_outcome("failed");
+  m.inferences = registry->AddCounter("inferd_inferences_total", labels);
+  m.executions = registry->AddCounter("inferd_executions_total", labels);
+  m.request_duration = registry->AddHistogram("inferd_request_duration_seconds", labels, DurationBuckets());
+  m.queue_duration = registry->AddHistogram("inferd_queue_duration_seconds", labels, DurationBuckets());
+  m.compute_duration = registry->AddHistogram("inferd_compute_duration_seconds", labels, DurationBuckets());
+  m.batch_size = registry->AddHistogram("inferd_batch_size", labels, BatchSizeBuckets());
+  m.inflight = registry->AddGauge("inferd_inflight_requests", labels);
+  m.load_duration = registry->AddGauge("inferd_model_load_duration_seconds", labels);
+  return m;
+}
+
+}  // namespace inferd

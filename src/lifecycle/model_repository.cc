@@ -1,0 +1,51 @@
+#include "lifecycle/model_repository.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace inferd {
+
+namespace fs = std::filesystem;
+
+std::vector<int64_t> ListVersionFolders(const fs::path& model_dir) {
+  std::vector<int64_t> versions;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(model_dir, error)) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    int64_t version = 0;
+    auto [end, parse_error] = std::from_chars(name.data(), name.data() + name.size(), version);
+    if (parse_error == std::errc() && end == name.data() + name.size() && version > 0) {
+      versions.push_back(version);
+    }
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+std::map<std::string, ModelSource> ScanRepositories(const std::vector<fs::path>& repositories) {
+  std::map<std::string, ModelSource> models;
+  for (const fs::path& repository : repositories) {
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(repository, error)) {
+      const std::string name = entry.path().filename().string();
+      if (!entry.is_directory() || name.starts_with(".")) continue;
+      if (models.contains(name)) {
+        models[name].status = Status::InvalidArgument("model '" + name + "' appears in more than one repository (" +
+                                                      models[name].dir.string() + ", " +
+                                                      entry.path().string() + ")");
+        models[name].config.reset();
+        continue;
+      }
+      ModelSource source{.name = name, .dir = entry.path()};
+      auto config = LoadModelConfig(entry.path());
+      if (config.ok()) source.config = std::move(config).value();
+      else source.status = config.status();
+      source.versions = ListVersionFolders(entry.path());
+      models[name] = std::move(source);
+    }
+  }
+  return models;
+}
+
+}  // namespace inferd

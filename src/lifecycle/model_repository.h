@@ -1,0 +1,31 @@
+// Reads the repository folders: which models exist, their configs, which version folders they
+// have. Reading never loads anything; errors are kept per model so one bad model cannot hide the
+// others.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/model_config.h"
+
+namespace inferd {
+
+struct ModelSource {
+  std::string name;
+  std::filesystem::path dir;
+  Status status;                     // why the model cannot be loaded, if it cannot
+  std::optional<ModelConfig> config;  // set when config.pbtxt parsed and validated
+  std::vector<int64_t> versions;     // numbered version folders present, ascending
+};
+
+// Scans every repository; a model name found in two repositories is an error for that name.
+std::map<std::string, ModelSource> ScanRepositories(const std::vector<std::filesystem::path>& repositories);
+
+// Version folders (positive integers) inside a model folder.
+std::vector<int64_t> ListVersionFolders(const std::filesystem::path& model_dir);
+
+}  // namespace inferd

@@ -1,0 +1,155 @@
+#include "lifecycle/model_version.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "lifecycle/warmup.h"
+
+namespace inferd {
+namespace {
+
+QueuePolicy QueuePolicyFromConfig(const inference::ModelQueuePolicy& policy) {
+  return {.delay_on_timeout = policy.timeout_action() == inference::ModelQueuePolicy::DELAY,
+          .default_timeout = Micros(policy.default_timeout_microseconds()),
+          .allow_timeout_override = policy.allow_timeout_override(),
+          .max_queue_size = policy.max_queue_size()};
+}
+
+double Seconds(int64_t nanoseconds) { return static_cast<double>(nanoseconds) * 1e-9; }
+
+uint64_t NowUnixMillis() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+SchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& config) {
+  SchedulerOptions options;
+  options.rules.max_batch_size = config.max_batch_size();
+  if (!config.has_dynamic_batching()) {
+    options.level_policies = {QueuePolicy{}};
+    return options;
+  }
+  const auto& batching = config.dynamic_batching();
+  options.rules.dynamic = true;
+  for (int size : batching.preferred_batch_size()) options.rules.preferred_sizes.push_back(size);
+  std::sort(options.rules.preferred_sizes.begin(), options.rules.preferred_sizes.end());
+  options.rules.max_queue_delay = Micros(batching.max_queue_delay_microseconds());
+  options.priority_levels = std::max<uint32_t>(1, static_cast<uint32_t>(batching.priority_levels()));
+  options.default_priority =
+      batching.priority_levels() == 0 ? 1 : static_cast<uint32_t>(batching.default_priority_level());
+  for (uint32_t level = 1; level <= options.priority_levels; ++level) {
+    auto it = batching.priority_queue_policy().find(level);
+    options.level_policies.push_back(QueuePolicyFromConfig(
+        it != batching.priority_queue_policy().end() ? it->second : batching.default_queue_policy()));
+  }
+  return options;
+}
+
+ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const LoadContext& context)
+    : config_(config),
+      version_(version),
+      clock_(context.clock),
+      metrics_registry_(context.metrics),
+      metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
+      scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& config, int64_t version,
+                                                           const std::filesystem::path& version_dir,
+                                                           const LoadContext& context) {
+  const TimePoint start = SteadyClock::now();
+  std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, context));
+  std::vector<std::unique_ptr<Model>> instances;
+  const int count = InstanceCount(config);
+  for (int i = 0; i < count; ++i) {
+    auto loaded = context.backend->Load(config, version_dir);
+    if (!loaded.ok()) return loaded.status();
+    instances.push_back(std::move(loaded).value());
+  }
+  for (auto& instance : instances) {
+    RETURN_IF_ERROR(RunWarmup(config, version_dir.parent_path(), instance.get()));
+  }
+  ModelVersion* raw = model.get();
+  model->instances_ = std::make_unique<InstancePool>(
+      config.name(), version, config.max_batch_size() > 0, model->scheduler_.get(), std::move(instances),
+      [raw](const ExecutionReport& report) { raw->OnExecution(report); }, context.clock);
+  model->instances_->Start();
+  context.metrics->AddGaugeFunction("inferd_queue_depth", ModelLabels(config.name(), version),
+                                    [raw] { return static_cast<double>(raw->QueueDepth()); });
+  model->metrics_.load_duration->Set(Seconds(NanosBetween(start, SteadyClock::now())));
+  spdlog::info("loaded model '{}' version {} ({} instance(s))", config.name(), version, count);
+  return model;
+}
+
+ModelVersion::~ModelVersion() {
+  StopAndDrain();
+  metrics_registry_->RemoveSeries(ModelLabels(config_.name(), version_));
+}
+
+void ModelVersion::StopAndDrain() {
+  scheduler_->Shutdown();
+  if (instances_) instances_->Join();
+}
+
+Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
+  const int64_t batch_size = validated.batch_size;
+  PendingRequest pending{
+      .request = std::move(validated.request),
+      .done = [this, batch_size, done = std::move(done)](StatusOr<InferResponse> result,
+                                                         const RequestTimings& timings) mutable {
+        OnComplete(std::move(result), timings, batch_size, done);
+      },
+      .batch_size = batch_size,
+      .shape_key = validated.shape_key,
+  };
+  metrics_.inflight->Add(1);
+  Status status = scheduler_->Enqueue(pending);
+  if (!status.ok()) {
+    metrics_.inflight->Add(-1);
+    metrics_.rejected->Increment();
+    stats_.fail.Add(0);
+  }
+  return status;
+}
+
+void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings,
+                              int64_t batch_size, InferCallback& done) {
+  const TimePoint now = clock_->Now();
+  const int64_t total_ns = NanosBetween(timings.enqueued, now);
+  metrics_.inflight->Add(-1);
+  metrics_.request_duration->Observe(Seconds(total_ns));
+  if (result.ok()) {
+    const int64_t queue_ns = NanosBetween(timings.enqueued, timings.exec_start);
+    stats_.success.Add(total_ns);
+    stats_.queue.Add(queue_ns);
+    stats_.compute_input.Add(NanosBetween(timings.exec_start, timings.input_done));
+    stats_.compute_infer.Add(NanosBetween(timings.input_done, timings.infer_done));
+    stats_.compute_output.Add(NanosBetween(timings.infer_done, timings.output_done));
+    stats_.inference_count.fetch_add(static_cast<uint64_t>(batch_size), std::memory_order_relaxed);
+    stats_.last_inference_ms.store(NowUnixMillis(), std::memory_order_relaxed);
+    metrics_.success->Increment();
+    metrics_.inferences->Increment(static_cast<uint64_t>(batch_size));
+    metrics_.queue_duration->Observe(Seconds(queue_ns));
+    metrics_.compute_duration->Observe(Seconds(NanosBetween(timings.exec_start, timings.output_done)));
+  } else {
+    stats_.fail.Add(total_ns);
+    switch (result.status().code()) {
+      case StatusCode::kDeadlineExceeded: metrics_.timeout->Increment(); break;
+      case StatusCode::kCancelled: metrics_.cancelled->Increment(); break;
+      default: metrics_.failed->Increment(); break;
+    }
+  }
+  done(std::move(result));
+}
+
+void ModelVersion::OnExecution(const ExecutionReport& report) {
+  if (!report.ok) return;
+  stats_.execution_count.fetch_add(1, std::memory_order_relaxed);
+  metrics_.executions->Increment();
+  metrics_.batch_size->Observe(static_cast<double>(report.batch_size));
+}
+
+}  // namespace inferd

@@ -1,0 +1,75 @@
+// One loaded version of a model: its config, its scheduler, its instances, its stats and metrics.
+// Load() is the expensive step (backend loads, warmup); the destructor stops taking requests,
+// lets the queue drain and the instances finish, then releases the models.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "common/clock.h"
+#include "common/infer_request.h"
+#include "config/model_config.h"
+#include "instances/instance_pool.h"
+#include "lifecycle/model_metrics.h"
+#include "lifecycle/model_stats.h"
+#include "scheduler/scheduler.h"
+
+namespace inferd {
+
+// A request that passed validation (core/request_validation) and is ready to queue.
+struct ValidatedRequest {
+  std::unique_ptr<InferRequest> request;
+  int64_t batch_size = 1;
+  uint64_t shape_key = 0;
+};
+
+class ModelVersion {
+ public:
+  struct LoadContext {
+    Backend* backend = nullptr;
+    MetricsRegistry* metrics = nullptr;
+    const Clock* clock = nullptr;
+    int intra_op_threads = 1;  // for backends that parallelise one execution
+  };
+
+  static StatusOr<std::shared_ptr<ModelVersion>> Load(const ModelConfig& config, int64_t version,
+                                                      const std::filesystem::path& version_dir,
+                                                      const LoadContext& context);
+  ~ModelVersion();
+
+  // Queues the request; on success `done` will be called exactly once. On failure the caller keeps
+  // the request and answers it itself (the failure is already counted).
+  Status Enqueue(ValidatedRequest validated, InferCallback done);
+
+  // Stops taking requests and waits until queued and running work is finished.
+  void StopAndDrain();
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& name() const { return config_.name(); }
+  int64_t version() const { return version_; }
+  const ModelStats& stats() const { return stats_; }
+  size_t QueueDepth() const { return scheduler_->QueueDepth(); }
+
+ private:
+  ModelVersion(const ModelConfig& config, int64_t version, const LoadContext& context);
+
+  void OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings, int64_t batch_size,
+                  InferCallback& done);
+  void OnExecution(const ExecutionReport& report);
+
+  const ModelConfig config_;
+  const int64_t version_;
+  const Clock* clock_;
+  MetricsRegistry* metrics_registry_;
+  ModelStats stats_;
+  ModelMetrics metrics_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<InstancePool> instances_;
+};
+
+// Scheduler settings from the config's dynamic_batching (or its absence).
+SchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& config);
+
+}  // namespace inferd

@@ -1,0 +1,158 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace inferd {
+
+Scheduler::Scheduler(SchedulerOptions options, const Clock* clock)
+    : options_(std::move(options)), clock_(clock) {
+  levels_.resize(std::max<uint32_t>(1, options_.priority_levels));
+}
+
+Scheduler::~Scheduler() { Shutdown(); }
+
+uint32_t Scheduler::LevelOf(const InferRequest& request) const {
+  uint32_t level = request.priority == 0 ? options_.default_priority : request.priority;
+  return std::clamp<uint32_t>(level, 1, static_cast<uint32_t>(levels_.size()));
+}
+
+Status Scheduler::Enqueue(PendingRequest& pending) {
+  const uint32_t level = LevelOf(*pending.request);
+  const QueuePolicy& policy = options_.level_policies.empty()
+                                  ? QueuePolicy{}
+                                  : options_.level_policies[level - 1];
+  Nanos timeout = policy.default_timeout;
+  if (pending.request->timeout_us > 0 &&
+      (policy.allow_timeout_override || policy.default_timeout.count() == 0)) {
+    timeout = Micros(pending.request->timeout_us);
+  }
+  pending.enqueued = clock_->Now();
+  if (timeout.count() > 0) pending.deadline = pending.enqueued + timeout;
+  pending.delay_on_timeout = policy.delay_on_timeout;
+  const size_t bound = policy.max_queue_size == 0 ? kMaxQueueSizeBound : policy.max_queue_size;
+  {
+    std::lock_guard lock(mu_);
+    if (shutdown_) return Status::Unavailable("model is shutting down");
+    Queue& queue = levels_[level - 1];
+    if (queue.size() >= bound) {
+      return Status::Unavailable("queue of model '" + pending.request->model_name +
+                                 "' is full (max_queue_size " + std::to_string(bound) + ")");
+    }
+    queue.push_back(std::move(pending));
+    ++depth_;
+  }
+  cv_.notify_one();
+  return Status::Ok();
+}
+
+void Scheduler::TakeExpired(TimePoint now, std::vector<PendingRequest>* rejected) {
+  for (Queue& queue : levels_) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      if (!it->deadline || *it->deadline > now) {
+        ++it;
+        continue;
+      }
+      it->deadline.reset();
+      if (it->delay_on_timeout) {
+        delayed_.push_back(std::move(*it));
+      } else {
+        rejected->push_back(std::move(*it));
+        --depth_;
+      }
+      it = queue.erase(it);
+    }
+  }
+}
+
+std::optional<TimePoint> Scheduler::NextDeadline() const {
+  std::optional<TimePoint> next;
+  for (const Queue& queue : levels_) {
+    for (const auto& item : queue) {
+      if (item.deadline && (!next || *item.deadline < *next)) next = item.deadline;
+    }
+  }
+  return next;
+}
+
+std::vector<PendingRequest> Scheduler::TakeFront(size_t count) {
+  std::vector<PendingRequest> batch;
+  batch.reserve(count);
+  auto take_from = [&](Queue& queue) {
+    while (batch.size() < count && !queue.empty()) {
+      batch.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+  };
+  for (Queue& queue : levels_) take_from(queue);
+  take_from(delayed_);
+  depth_ -= batch.size();
+  return batch;
+}
+
+std::vector<PendingRequest> Scheduler::NextBatch() {
+  std::vector<PendingView> views;
+  std::vector<PendingRequest> rejected;
+  std::unique_lock lock(mu_);
+  while (true) {
+    const TimePoint now = clock_->Now();
+    TakeExpired(now, &rejected);
+    if (!rejected.empty()) {
+      // Answer expired requests outside the lock; their callbacks may take time.
+      lock.unlock();
+      for (auto& item : rejected) {
+        RequestTimings timings{.enqueued = item.enqueued};
+        item.done(Status::DeadlineExceeded("request timed out in the queue of model '" +
+                                           item.request->model_name + "'"),
+                  timings);
+      }
+      rejected.clear();
+      lock.lock();
+      continue;
+    }
+    if (depth_ == 0) {
+      if (shutdown_) return {};
+      cv_.wait(lock);
+      continue;
+    }
+    // Only the head can matter: at most max_batch_size + 1 requests are looked at.
+    views.clear();
+    const size_t limit = static_cast<size_t>(std::max<int64_t>(1, options_.rules.max_batch_size)) + 1;
+    auto collect = [&](const Queue& queue) {
+      for (const auto& item : queue) {
+        if (views.size() >= limit) return;
+        views.push_back({item.batch_size, item.shape_key, item.enqueued});
+      }
+    };
+    for (const Queue& queue : levels_) collect(queue);
+    collect(delayed_);
+    // At shutdown nothing more will arrive, so no delay is worth waiting for.
+    BatchDecision decision = DecideBatch(views, options_.rules, shutdown_ ? TimePoint::max() : now);
+    if (decision.count > 0) return TakeFront(decision.count);
+    std::optional<TimePoint> wake = decision.wake_at;
+    if (auto deadline = NextDeadline(); deadline && (!wake || *deadline < *wake)) wake = deadline;
+    if (wake) {
+      // A duration, not an absolute time: the clock may be a test's ManualClock.
+      cv_.wait_for(lock, std::max(Nanos(0), std::chrono::duration_cast<Nanos>(*wake - now)));
+    } else {
+      cv_.wait(lock);
+    }
+  }
+}
+
+void Scheduler::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Scheduler::Poke() { cv_.notify_all(); }
+
+size_t Scheduler::QueueDepth() const {
+  std::lock_guard lock(mu_);
+  return depth_;
+}
+
+}  // namespace inferd

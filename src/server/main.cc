@@ -1,0 +1,20 @@
+// inferd: one binary, subcommands. Only `serve` exists so far; the CLI is thin and every flag is
+// declared once, with its help, default and INFERD_* environment variable.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <thread>
+
+#include "server/serve_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"inferd: an inference server for ONNX and built-in models (KServe v2 / Triton compatible)"};
+  app.require_subcommand(1);
+  inferd::ServeFlags serve_flags;
+  CLI::App* serve = app.add_subcommand("serve", "Serve the models of one or more model repositories");
+  inferd::AddServeFlags(serve, &serve_flags);
+  CLI11_PARSE(app, argc, argv);
+  if (serve->parsed()) return inferd::RunServe(serve_flags);
+  return 0;
+}
