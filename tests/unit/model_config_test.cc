@@ -1,0 +1,120 @@
+#include "config/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace inferd {
+namespace {
+
+constexpr const char* kValid = R"(
+name: "m"
+backend: "identity"
+max_batch_size: 8
+input [ { name: "IN", data_type: TYPE_FP32, dims: [ -1, 3 ] } ]
+output [ { name: "OUT", data_type: TYPE_FP32, dims: [ -1, 3 ] } ]
+dynamic_batching { preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 100
+  priority_levels: 2 default_priority_level: 2
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5 max_queue_size: 3 } }
+instance_group [ { count: 2 kind: KIND_CPU } ]
+parameters { key: "cost" value: { string_value: "fixed_us=1" } }
+)";
+
+StatusOr<ModelConfig> ParseAndValidate(const std::string& text) {
+  auto config = ParseModelConfigText(text, "config.pbtxt");
+  if (!config.ok()) return config;
+  NormalizeModelConfig(&*config, "m");
+  RETURN_IF_ERROR(ValidateModelConfig(*config, "config.pbtxt"));
+  return config;
+}
+
+TEST(ModelConfigTest, ParsesTritonFields) {
+  auto config = ParseAndValidate(kValid);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->max_batch_size(), 8);
+  EXPECT_EQ(config->dynamic_batching().preferred_batch_size_size(), 2);
+  EXPECT_EQ(config->dynamic_batching().default_queue_policy().timeout_action(), inference::ModelQueuePolicy::DELAY);
+  EXPECT_EQ(InstanceCount(*config), 2);
+  EXPECT_EQ(*ConfigParameter(*config, "cost"), "fixed_us=1");
+  EXPECT_FALSE(ConfigParameter(*config, "nope").has_value());
+  EXPECT_EQ(config->version_policy().latest().num_versions(), 1u);  // default filled
+}
+
+TEST(ModelConfigTest, UnknownFieldNamesFileAndLine) {
+  auto config = ParseModelConfigText("name: \"m\"\nbogus_field: 3\n", "models/m/config.pbtxt");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("models/m/config.pbtxt"), std::string::npos);
+  EXPECT_NE(config.status().message().find("line 2"), std::string::npos);
+  EXPECT_NE(config.status().message().find("bogus_field"), std::string::npos);
+}
+
+TEST(ModelConfigTest, RejectsBadDims) {
+  auto config = ParseAndValidate(
+      "backend: \"identity\" max_batch_size: 1 input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 0 ] } ]");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("input 'A'"), std::string::npos);
+  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" input [ { name: \"A\" data_type: TYPE_FP32 dims: [ -2 ] } ]").ok());
+  // max_batch_size 0 needs explicit dims
+  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" input [ { name: \"A\" data_type: TYPE_FP32 } ]").ok());
+}
+
+TEST(ModelConfigTest, RejectsDuplicateNamesAndNegativeBatch) {
+  auto duplicate = ParseAndValidate(
+      "backend: \"identity\" max_batch_size: 2 input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 1 ] },"
+      " { name: \"A\" data_type: TYPE_FP32 dims: [ 1 ] } ]");
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_NE(duplicate.status().message().find("duplicate input name"), std::string::npos);
+  auto negative = ParseAndValidate("backend: \"identity\" max_batch_size: -1");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("max_batch_size"), std::string::npos);
+}
+
+TEST(ModelConfigTest, RejectsPreferredSizeAboveMax) {
+  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }").ok());
+}
+
+TEST(ModelConfigTest, MissingDataTypeAndBackend) {
+  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" max_batch_size: 1 input [ { name: \"A\" dims: [1] } ]").ok());
+  EXPECT_FALSE(ParseAndValidate("max_batch_size: 1").ok());
+}
+
+TEST(VersionPolicyTest, LatestAllSpecific) {
+  inference::ModelVersionPolicy policy;
+  EXPECT_EQ(SelectVersions(policy, {3, 1, 2}), (std::vector<int64_t>{3}));  // default latest 1
+  policy.mutable_latest()->set_num_versions(2);
+  EXPECT_EQ(SelectVersions(policy, {3, 1, 2}), (std::vector<int64_t>{2, 3}));
+  policy.mutable_all();
+  EXPECT_EQ(SelectVersions(policy, {3, 1, 2}), (std::vector<int64_t>{1, 2, 3}));
+  policy.mutable_specific()->add_versions(1);
+  policy.mutable_specific()->add_versions(7);
+  EXPECT_EQ(SelectVersions(policy, {3, 1, 2}), (std::vector<int64_t>{1}));
+}
+
+TEST(ModelConfigTest, LoadFromFolderChecksNameAndFillsIt) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "inferd_config_test" / "mymodel";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.pbtxt") << "backend: \"identity\" max_batch_size: 1";
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->name(), "mymodel");
+  std::ofstream(dir / "config.pbtxt") << "name: \"other\" backend: \"identity\"";
+  EXPECT_FALSE(LoadModelConfig(dir).ok());
+  fs::remove(dir / "config.pbtxt");
+  auto missing = LoadModelConfig(dir);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("mymodel"), std::string::npos);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ModelConfigTest, JsonUsesTritonFieldNames) {
+  auto config = ParseAndValidate(kValid);
+  ASSERT_TRUE(config.ok());
+  std::string json = ModelConfigToJson(*config);
+  EXPECT_NE(json.find("\"max_batch_size\":8"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"dynamic_batching\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferd

@@ -1,0 +1,91 @@
+#include "lifecycle/model_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace inferd {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    repo_ = fs::temp_directory_path() / ("inferd_mm_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(repo_);
+    fs::create_directories(repo_);
+    RegisterModelMetricFamilies(&metrics_);
+  }
+  void TearDown() override { fs::remove_all(repo_); }
+
+  void AddModel(const std::string& name, const std::string& config, std::vector<int> versions) {
+    fs::create_directories(repo_ / name);
+    std::ofstream(repo_ / name / "config.pbtxt") << config;
+    for (int v : versions) fs::create_directories(repo_ / name / std::to_string(v));
+  }
+
+  std::unique_ptr<ModelManager> Manager() {
+    return std::make_unique<ModelManager>(ModelManager::Options{{repo_}, 2}, &backends_, &metrics_, &clock_);
+  }
+
+  static constexpr const char* kIdentity =
+      "backend: \"identity\" max_batch_size: 4 input [ { name: \"I\" data_type: TYPE_FP32 dims: [ 1 ] } ]"
+      " output [ { name: \"O\" data_type: TYPE_FP32 dims: [ 1 ] } ]";
+
+  fs::path repo_;
+  BackendRegistry backends_ = BackendRegistry::WithBuiltins();
+  MetricsRegistry metrics_;
+  RealClock clock_;
+};
+
+TEST_F(ModelManagerTest, LoadsLatestVersionByDefault) {
+  AddModel("good", kIdentity, {1, 3, 2});
+  auto manager = Manager();
+  manager->LoadAll();
+  EXPECT_TRUE(manager->AllReady());
+  auto latest = manager->Find("good", 0);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version(), 3);
+  EXPECT_EQ(manager->Find("good", 1).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager->Find("nope", 0).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ModelManagerTest, BrokenModelsAreReportedAndOthersServe) {
+  AddModel("good", kIdentity, {1});
+  AddModel("bad_field", "backend: \"identity\" what: 1", {1});
+  AddModel("no_versions", kIdentity, {});
+  AddModel("no_file", std::string(kIdentity) + " default_model_filename: \"model.bin\"", {1});
+  auto manager = Manager();
+  manager->LoadAll();
+  EXPECT_FALSE(manager->AllReady());
+  EXPECT_TRUE(manager->Find("good", 0).ok());
+  std::map<std::string, std::string> reasons;
+  for (const auto& entry : manager->Index()) {
+    if (entry.state == "UNAVAILABLE") reasons[entry.name] = entry.reason;
+  }
+  EXPECT_NE(reasons["bad_field"].find("what"), std::string::npos);
+  EXPECT_NE(reasons["no_versions"].find("no version folder"), std::string::npos);
+  EXPECT_NE(reasons["no_file"].find("model.bin"), std::string::npos);
+  EXPECT_FALSE(reasons.contains("good"));
+}
+
+TEST_F(ModelManagerTest, ExplicitLoadUnloadAndReload) {
+  AddModel("m", std::string(kIdentity) + " version_policy { all {} }", {1});
+  auto manager = Manager();
+  EXPECT_EQ(manager->Load("absent").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(manager->Load("m").ok());
+  auto first = *manager->Find("m", 1);
+  fs::create_directories(repo_ / "m" / "2");
+  ASSERT_TRUE(manager->Load("m").ok());
+  EXPECT_EQ(*manager->Find("m", 1), first);  // unchanged version kept, not reloaded
+  EXPECT_TRUE(manager->Find("m", 2).ok());
+  ASSERT_TRUE(manager->Unload("m").ok());
+  EXPECT_FALSE(manager->Find("m", 0).ok());
+  EXPECT_EQ(manager->Unload("m").code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace inferd
