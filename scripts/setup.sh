@@ -13,7 +13,7 @@ PACKAGES=(
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # end-to-end tests and benchmarks
-  curl python3 python3-requests nginx-light wrk procps
+  curl python3 python3-requests python3-pytest nginx-light wrk procps
 )
 
 missing=()

@@ -103,7 +103,11 @@ int RunServe(const ServeFlags& flags) {
                server.inflight(), flags.exit_timeout_secs);
   server.BeginDrain();
   http.StopAccepting();
-  const bool idle = server.WaitForIdle(std::chrono::seconds(flags.exit_timeout_secs));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(flags.exit_timeout_secs);
+  bool idle = server.WaitForIdle(std::chrono::seconds(flags.exit_timeout_secs));
+  // The last answers may still be on their way out of the I/O threads.
+  idle = idle && http.WaitForIdle(std::chrono::duration_cast<std::chrono::milliseconds>(
+                     deadline - std::chrono::steady_clock::now()));
   if (!idle) spdlog::warn("exit timeout reached with {} request(s) still in flight", server.inflight());
   http.Stop();
   metrics.Stop();

@@ -1,6 +1,7 @@
 #include "frontends/http/http_server.h"
 
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -36,8 +37,9 @@ std::string ErrorBody(std::string_view message) {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler)
-      : stream_(std::move(socket)), options_(options), handler_(handler) {}
+  Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
+          std::atomic<int64_t>* requests_in_progress)
+      : stream_(std::move(socket)), options_(options), handler_(handler), in_progress_(requests_in_progress) {}
 
   void Start() {
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
@@ -107,6 +109,8 @@ class Session : public std::enable_shared_from_this<Session> {
       request.inference_header_length = length;
     }
     request.body = std::make_shared<const std::string>(std::move(message.body()));
+    in_progress_->fetch_add(1);
+    counted_ = true;
     handler_(std::move(request), [self = shared_from_this()](HttpResponse response) {
       net::post(self->stream_.get_executor(),
                 [self, response = std::move(response)]() mutable { self->Write(std::move(response)); });
@@ -123,6 +127,10 @@ class Session : public std::enable_shared_from_this<Session> {
     message->body() = std::move(response.body);
     message->prepare_payload();
     http::async_write(stream_, *message, [self = shared_from_this(), message](error_code ec, size_t) {
+      if (self->counted_) {
+        self->counted_ = false;
+        self->in_progress_->fetch_sub(1);  // answered: the drain may finish
+      }
       if (ec) return self->Close();
       if (message->need_eof()) return self->LingeringClose();
       self->ReadHeader();
@@ -162,6 +170,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
+  std::atomic<int64_t>* in_progress_;
+  bool counted_ = false;  // this connection has a request between read and written answer
   bool keep_alive_ = true;
   unsigned version_ = 11;
   std::vector<char> discard_;
@@ -172,12 +182,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
 struct HttpServer::Impl {
   Impl(HttpServerOptions opts, HttpHandler h)
-      : options(std::move(opts)), handler(std::move(h)), acceptor(net::make_strand(ioc)) {}
+      : options(std::move(opts)), handler(std::move(h)), acceptor(net::make_strand(ioc)), keep_running(ioc.get_executor()) {}
 
   void Accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
-      if (!ec) std::make_shared<Session>(std::move(socket), options, handler)->Start();
+      if (!ec) std::make_shared<Session>(std::move(socket), options, handler, &requests_in_progress)->Start();
       Accept();
     });
   }
@@ -186,8 +196,12 @@ struct HttpServer::Impl {
   HttpHandler handler;
   net::io_context ioc;
   tcp::acceptor acceptor;
+  // While a model computes an answer no socket operation is pending; without this guard the I/O
+  // threads would return from run() once the acceptor closes, and the answer would never be sent.
+  net::executor_work_guard<net::io_context::executor_type> keep_running;
   std::vector<std::thread> threads;
   uint16_t bound_port = 0;
+  std::atomic<int64_t> requests_in_progress{0};
 };
 
 HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler)
@@ -226,7 +240,17 @@ void HttpServer::StopAccepting() {
   });
 }
 
+bool HttpServer::WaitForIdle(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (impl_->requests_in_progress.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 void HttpServer::Stop() {
+  impl_->keep_running.reset();
   impl_->ioc.stop();
   for (auto& thread : impl_->threads) {
     if (thread.joinable()) thread.join();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,6 +60,8 @@ class HttpServer {
   uint16_t port() const;
   // Closes the listening socket; open connections keep being served.
   void StopAccepting();
+  // Waits until every request read so far has its answer written (bounded by `timeout`).
+  bool WaitForIdle(std::chrono::milliseconds timeout);
   // Stops the I/O threads (open connections are dropped).
   void Stop();
 

@@ -1,0 +1,114 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from inferd_harness import Inferd, write_repository  # noqa: E402
+
+# The models every end-to-end test can use. Costs are real busy time in the built-in backends.
+MODELS = {
+    "identity_fp32": ("""
+        backend: "identity"
+        max_batch_size: 8
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+        dynamic_batching { }
+        """, [1]),
+    "all_types": ("""
+        backend: "identity"
+        max_batch_size: 0
+        input [ { name: "B", data_type: TYPE_BOOL, dims: [ -1 ] },
+                { name: "U8", data_type: TYPE_UINT8, dims: [ -1 ] },
+                { name: "I64", data_type: TYPE_INT64, dims: [ -1 ] },
+                { name: "F16", data_type: TYPE_FP16, dims: [ -1 ] },
+                { name: "F64", data_type: TYPE_FP64, dims: [ -1 ] },
+                { name: "S", data_type: TYPE_STRING, dims: [ -1 ] } ]
+        output [ { name: "B_OUT", data_type: TYPE_BOOL, dims: [ -1 ] },
+                 { name: "U8_OUT", data_type: TYPE_UINT8, dims: [ -1 ] },
+                 { name: "I64_OUT", data_type: TYPE_INT64, dims: [ -1 ] },
+                 { name: "F16_OUT", data_type: TYPE_FP16, dims: [ -1 ] },
+                 { name: "F64_OUT", data_type: TYPE_FP64, dims: [ -1 ] },
+                 { name: "S_OUT", data_type: TYPE_STRING, dims: [ -1 ] } ]
+        """, [1]),
+    "add_sub": ("""
+        backend: "add_sub"
+        max_batch_size: 32
+        version_policy { all {} }
+        input [ { name: "INPUT0", data_type: TYPE_INT32, dims: [ 4 ] },
+                { name: "INPUT1", data_type: TYPE_INT32, dims: [ 4 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_INT32, dims: [ 4 ] },
+                 { name: "OUTPUT1", data_type: TYPE_INT32, dims: [ 4 ] } ]
+        dynamic_batching { }
+        """, [1, 2]),
+    "batched_slow": ("""
+        backend: "add_sub"
+        max_batch_size: 32
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
+                { name: "INPUT1", data_type: TYPE_FP32, dims: [ 4 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
+                 { name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 4 ] } ]
+        dynamic_batching { max_queue_delay_microseconds: 20000 }
+        parameters { key: "cost" value: { string_value: "fixed_us=20000,per_item_us=100" } }
+        """, [1]),
+    "queue_one": ("""
+        backend: "identity"
+        max_batch_size: 1
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        dynamic_batching { default_queue_policy { max_queue_size: 1 } }
+        parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
+        """, [1]),
+    "timeout_reject": ("""
+        backend: "identity"
+        max_batch_size: 1
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 100000
+                                                  allow_timeout_override: true } }
+        parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
+        """, [1]),
+    "timeout_delay": ("""
+        backend: "identity"
+        max_batch_size: 1
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        dynamic_batching { default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 100000 } }
+        parameters { key: "cost" value: { string_value: "fixed_us=300000" } }
+        """, [1]),
+    "slow": ("""
+        backend: "identity"
+        max_batch_size: 4
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        instance_group [ { count: 4 } ]
+        parameters { key: "cost" value: { string_value: "fixed_us=600000" } }
+        """, [1]),
+}
+
+
+@pytest.fixture(scope="session")
+def repository(tmp_path_factory):
+    return write_repository(tmp_path_factory.mktemp("repo"), MODELS)
+
+
+@pytest.fixture(scope="session")
+def server(repository):
+    process = Inferd(repository, "--http-max-body-bytes", str(1 << 20))
+    yield process
+    assert process.stop() == 0, process.logs()
+
+
+@pytest.fixture
+def fresh_server(repository):
+    """A server of the test's own, for tests that stop it."""
+    processes = []
+
+    def start(*args, repo=None):
+        process = Inferd(repo or repository, *args)
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        process.kill()

@@ -1,0 +1,102 @@
+"""Starts the real inferd binary on free loopback ports and stops it the way Kubernetes would."""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import requests
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def inferd_binary():
+    path = os.environ.get("INFERD_BIN") or str(REPO_ROOT / "build" / "src" / "server" / "inferd")
+    if not Path(path).exists():
+        raise RuntimeError(f"inferd binary not found at {path}; build first or set INFERD_BIN")
+    return path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_repository(root, models):
+    """models: {name: (config_text, [versions])}"""
+    root = Path(root)
+    for name, (config, versions) in models.items():
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / "config.pbtxt").write_text(textwrap.dedent(config))
+        for version in versions:
+            (root / name / str(version)).mkdir(exist_ok=True)
+    return root
+
+
+class Inferd:
+    def __init__(self, repository, *extra_args):
+        self.http_port = free_port()
+        self.metrics_port = free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        self.log = tempfile.NamedTemporaryFile(prefix="inferd-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(
+            [inferd_binary(), "serve", "--model-repository", str(repository),
+             "--http-address", "127.0.0.1", "--http-port", str(self.http_port),
+             "--metrics-port", str(self.metrics_port), *extra_args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self._wait_live()
+
+    def _wait_live(self, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"inferd exited early:\n{self.logs()}")
+            try:
+                if requests.get(self.url + "/v2/health/live", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"inferd did not come up:\n{self.logs()}")
+
+    def logs(self):
+        return Path(self.log.name).read_text(errors="replace")
+
+    def stop(self, timeout=30):
+        """SIGTERM, then the exit code (must be 0 for a clean drain)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    # --- helpers -------------------------------------------------------------------------------
+    def infer(self, model, inputs, version=None, outputs=None, parameters=None, timeout=30, **request_kwargs):
+        body = {"inputs": inputs}
+        if outputs is not None:
+            body["outputs"] = outputs
+        if parameters is not None:
+            body["parameters"] = parameters
+        path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
+        return requests.post(self.url + path, json=body, timeout=timeout, **request_kwargs)
+
+    def stats(self, model):
+        return requests.get(f"{self.url}/v2/models/{model}/stats", timeout=5).json()["model_stats"]
+
+    def metric(self, name, **labels):
+        """Value of one Prometheus series (labels must match exactly the given subset)."""
+        text = requests.get(self.metrics_url, timeout=5).text
+        for line in text.splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        raise KeyError(f"{name} {labels} not in metrics")

@@ -1,0 +1,88 @@
+"""Start-up with broken models, explicit model control, and the SIGTERM drain."""
+import threading
+import time
+
+import requests
+
+from inferd_harness import write_repository
+
+IDENTITY = """
+    backend: "identity"
+    max_batch_size: 4
+    input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+    output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+"""
+
+ONE = [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [3]}]
+
+
+def test_broken_models_are_reported_and_the_rest_serve(fresh_server, tmp_path):
+    repo = write_repository(tmp_path, {
+        "good": (IDENTITY, [1]),
+        "unknown_field": (IDENTITY + "\nshiny: true\n", [1]),
+        "no_version": (IDENTITY, []),
+        "missing_file": (IDENTITY + '\ndefault_model_filename: "model.onnx"\n', [1]),
+        "bad_dims": (IDENTITY.replace("dims: [ 1 ] } ]\n    output", "dims: [ 0 ] } ]\n    output"), [1]),
+    })
+    server = fresh_server(repo=repo)
+    assert server.infer("good", ONE).status_code == 200
+    assert requests.get(server.url + "/v2/health/ready").status_code == 503
+    index = {e["name"]: e for e in requests.post(server.url + "/v2/repository/index").json()}
+    assert index["good"]["state"] == "READY"
+    expectations = {"unknown_field": "shiny", "no_version": "no version folder",
+                    "missing_file": "model.onnx", "bad_dims": "input 'INPUT0'"}
+    for name, text in expectations.items():
+        assert index[name]["state"] == "UNAVAILABLE", name
+        assert text in index[name]["reason"], index[name]
+        ready = requests.get(f"{server.url}/v2/models/{name}/ready")
+        assert ready.status_code == 503 and ready.json()["ready"] is False
+        assert text in server.logs()
+    assert "config.pbtxt" in index["unknown_field"]["reason"]  # names the file
+
+
+def test_explicit_mode_load_and_unload(fresh_server, tmp_path):
+    repo = write_repository(tmp_path, {"a": (IDENTITY, [1]), "b": (IDENTITY, [1])})
+    server = fresh_server("--model-control-mode", "explicit", "--load-model", "a", repo=repo)
+    assert server.infer("a", ONE).status_code == 200
+    assert server.infer("b", ONE).status_code == 404
+    index = {e["name"]: e for e in requests.post(server.url + "/v2/repository/index").json()}
+    assert index["a"]["state"] == "READY" and "state" not in index["b"]
+    assert requests.post(server.url + "/v2/repository/models/b/load").status_code == 200
+    assert server.infer("b", ONE).json()["outputs"][0]["data"] == [3.0]
+    assert requests.post(server.url + "/v2/repository/models/a/unload").status_code == 200
+    assert server.infer("a", ONE).status_code == 404
+    assert requests.post(server.url + "/v2/repository/models/zzz/load").status_code == 404
+    # a new version appears on disk and a load picks it up
+    (tmp_path / "b" / "2").mkdir()
+    assert requests.post(server.url + "/v2/repository/models/b/load").status_code == 200
+    assert server.infer("b", ONE).json()["model_version"] == "2"
+    assert server.stop() == 0
+
+
+def test_sigterm_drains_in_flight_requests(fresh_server):
+    server = fresh_server()
+    results = []
+
+    def call(value):
+        response = server.infer("slow", [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [value]}])
+        results.append((value, response.status_code, response.json()))
+
+    threads = [threading.Thread(target=call, args=(v,)) for v in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.25)  # all four are executing (600 ms each)
+    server.process.send_signal(15)
+    time.sleep(0.1)
+    # draining: no new connections
+    try:
+        requests.get(server.url + "/v2/health/live", timeout=1)
+        refused = False
+    except requests.ConnectionError:
+        refused = True
+    assert refused
+    for thread in threads:
+        thread.join()
+    assert server.process.wait(timeout=20) == 0
+    assert sorted(v for v, code, _ in results if code == 200) == [0, 1, 2, 3], results
+    for value, _, body in results:
+        assert body["outputs"][0]["data"] == [float(value)]
