@@ -1,8 +1,14 @@
 # Warnings apply to inferd's own targets only (generated protobuf code is exempt).
 function(inferd_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-error=deprecated-declarations
-    -Wno-missing-field-initializers  # designated initialisers rely on member defaults
-    -Wno-restrict)                   # GCC 12 false positive on std::string concatenation at -O3 (PR105329)
+    -Wno-missing-field-initializers)  # designated initialisers rely on member defaults
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC 12 false positive on std::string concatenation at -O3 (GCC PR105329).
+    target_compile_options(${target} PRIVATE -Wno-restrict)
+  elseif(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    # RapidJSON 1.1's member iterators predate C++20's reversed comparison operators.
+    target_compile_options(${target} PRIVATE -Wno-ambiguous-reversed-operator)
+  endif()
 endfunction()
 
 # One library per subsystem: inferd_library(NAME SOURCES... DEPS ...)

@@ -82,7 +82,7 @@ def test_sigterm_drains_in_flight_requests(fresh_server):
     assert refused
     for thread in threads:
         thread.join()
-    assert server.process.wait(timeout=20) == 0
+    assert server.process.wait(timeout=20) == 0, server.logs()
     assert sorted(v for v, code, _ in results if code == 200) == [0, 1, 2, 3], results
     for value, _, body in results:
         assert body["outputs"][0]["data"] == [float(value)]

@@ -215,9 +215,18 @@ StatusOr<Tensor> ParseInput(const Value& input, BinaryCursor& cursor, size_t jso
     return Invalid("input '" + tensor.name + "': binary_data_size " + std::to_string(*binary_size) +
                    " exceeds the " + std::to_string(available) + " bytes of binary data left");
   }
-  tensor.data = AliasData(cursor.body, cursor.body->data() + cursor.offset);
+  const char* start = cursor.body->data() + cursor.offset;
   tensor.byte_size = static_cast<size_t>(*binary_size);
   cursor.offset += tensor.byte_size;
+  const size_t alignment = std::max<size_t>(1, DataTypeSize(tensor.dtype));
+  if (reinterpret_cast<uintptr_t>(start) % alignment == 0) {
+    tensor.data = AliasData(cursor.body, start);  // zero copy: the tensor points into the body
+    return tensor;
+  }
+  // The JSON header's length decides where the tensor starts; kernels need aligned elements.
+  MutableBuffer aligned = AllocateBuffer(tensor.byte_size);
+  std::memcpy(aligned.get(), start, tensor.byte_size);
+  tensor.data = AliasData(aligned.memory, aligned.get());
   return tensor;
 }
 

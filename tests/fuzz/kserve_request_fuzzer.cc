@@ -1,0 +1,24 @@
+// libFuzzer target for the KServe v2 request parser (JSON and the binary tensor extension).
+// Input layout: the first byte chooses whether an Inference-Header-Content-Length is given, the
+// next two bytes give it (little-endian), the rest is the HTTP body.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "frontends/http/kserve_codec.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 3) return 0;
+  std::optional<size_t> json_length;
+  if (data[0] & 1) json_length = static_cast<size_t>(data[1]) | (static_cast<size_t>(data[2]) << 8);
+  auto body = std::make_shared<const std::string>(reinterpret_cast<const char*>(data + 3), size - 3);
+  auto parsed = inferd::ParseInferRequest(body, json_length);
+  if (parsed.ok()) {
+    // Whatever parses must also encode back without trouble.
+    inferd::InferResponse response{"m", 1, parsed->request->id, parsed->request->inputs};
+    (void)inferd::EncodeInferResponse(response, parsed->encoding);
+  }
+  return 0;
+}
