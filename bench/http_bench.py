@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""HTTP serving benchmarks for inferd, with nginx as the reference in the same run.
+
+  bench/http_bench.py overhead   identity model at concurrency 1, 8, 64 vs nginx returning a
+                                 response of the same size to the same POST
+  bench/http_bench.py batching   add_sub (cost fixed_us=2000, per_item_us=100, max_batch_size 32)
+                                 at concurrency 32, with and without dynamic batching
+
+Load comes from wrk (Debian package) on loopback; every run is bounded in time. Prints markdown
+tables (the format docs/BENCHMARKS.md records).
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INFERD = os.environ.get("INFERD_BIN", str(ROOT / "build" / "src" / "server" / "inferd"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except Exception:
+            time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def post(url, body):
+    request = urllib.request.Request(url, data=body.encode(), method="POST")
+    return urllib.request.urlopen(request, timeout=10).read()
+
+
+class Inferd:
+    def __init__(self, repo, extra=()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([INFERD, "serve", "--model-repository", str(repo), "--http-address", "127.0.0.1",
+                                      "--http-port", str(self.port), "--metrics-port", str(free_port()), *extra],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_http(self.url + "/v2/health/live")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+class Nginx:
+    """nginx answering every request on / with a fixed body (POST included), 2 workers."""
+
+    def __init__(self, body):
+        self.dir = Path(tempfile.mkdtemp(prefix="inferd-nginx-"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        escaped = body.decode().replace("\\", "\\\\").replace("'", "\\'")
+        (self.dir / "nginx.conf").write_text(textwrap.dedent(f"""
+            worker_processes 2;
+            pid {self.dir}/nginx.pid;
+            error_log {self.dir}/error.log;
+            daemon off;
+            events {{ worker_connections 1024; }}
+            http {{
+              access_log off;
+              client_body_temp_path {self.dir};
+              proxy_temp_path {self.dir};
+              fastcgi_temp_path {self.dir};
+              uwsgi_temp_path {self.dir};
+              scgi_temp_path {self.dir};
+              keepalive_requests 1000000;
+              server {{
+                listen 127.0.0.1:{self.port};
+                location / {{ default_type application/json; return 200 '{escaped}'; }}
+              }}
+            }}"""))
+        self.proc = subprocess.Popen(["nginx", "-c", str(self.dir / "nginx.conf"), "-p", str(self.dir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_http(self.url + "/")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGQUIT)
+        self.proc.wait(timeout=30)
+
+
+def wrk(url, body, connections, seconds):
+    script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
+    script.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(body)}\nwrk.headers["Content-Type"] = "application/json"\n')
+    script.close()
+    threads = min(2, connections)
+    out = subprocess.run(["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s", "--latency",
+                          "-s", script.name, url], capture_output=True, text=True, timeout=seconds + 60).stdout
+    os.unlink(script.name)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+
+    def percentile(p):
+        m = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        value, unit = float(m.group(1)), m.group(2)
+        return value * {"us": 1e-3, "ms": 1, "s": 1e3}[unit]
+
+    return {"rps": rps, "p50": percentile(50), "p99": percentile(99), "errors": int(errors.group(1)) if errors else 0}
+
+
+def write_repo(models):
+    repo = Path(tempfile.mkdtemp(prefix="inferd-bench-repo-"))
+    for name, config in models.items():
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(textwrap.dedent(config))
+    return repo
+
+
+def overhead(args):
+    repo = write_repo({"identity": """
+        backend: "identity"
+        max_batch_size: 64
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+        dynamic_batching { }
+        """})
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                                   "data": [0.5 + i for i in range(16)]}]})
+    server = Inferd(repo)
+    try:
+        response = post(server.url + "/v2/models/identity/infer", body)
+        nginx = Nginx(response)
+        try:
+            print(f"identity model, 1x16 FP32 JSON; response {len(response)} bytes; wrk {args.seconds}s per cell\n")
+            print("| concurrency | inferd req/s | inferd p50 ms | inferd p99 ms | nginx req/s | nginx p99 ms | inferd/nginx |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
+            for connections in (1, 8, 64):
+                ours = wrk(server.url + "/v2/models/identity/infer", body, connections, args.seconds)
+                theirs = wrk(nginx.url + "/", body, connections, args.seconds)
+                assert ours["errors"] == 0, ours
+                print(f"| {connections} | {ours['rps']:.0f} | {ours['p50']:.3f} | {ours['p99']:.3f} | {theirs['rps']:.0f} "
+                      f"| {theirs['p99']:.3f} | {ours['rps'] / theirs['rps']:.2f} |", flush=True)
+        finally:
+            nginx.stop()
+    finally:
+        server.stop()
+
+
+def batching(args):
+    common = """
+        backend: "add_sub"
+        max_batch_size: 32
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 16 ] },
+                { name: "INPUT1", data_type: TYPE_FP32, dims: [ 16 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 16 ] },
+                 { name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 16 ] } ]
+        parameters { key: "cost" value: { string_value: "fixed_us=2000,per_item_us=100" } }
+        """
+    repo = write_repo({"batched": common + "dynamic_batching { max_queue_delay_microseconds: 2000 }\n",
+                       "unbatched": common})
+    row = [float(i) for i in range(16)]
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": row},
+                                  {"name": "INPUT1", "shape": [1, 16], "datatype": "FP32", "data": row}]})
+    server = Inferd(repo)
+    try:
+        print(f"add_sub, cost fixed_us=2000 per_item_us=100, max_batch_size 32, 1 instance, concurrency 32, "
+              f"wrk {args.seconds}s\n")
+        print("| scheduling | req/s | p50 ms | p99 ms | mean batch |")
+        print("|---|---:|---:|---:|---:|")
+        results = {}
+        for model in ("unbatched", "batched"):
+            result = wrk(f"{server.url}/v2/models/{model}/infer", body, 32, args.seconds)
+            stats = json.loads(urllib.request.urlopen(f"{server.url}/v2/models/{model}/stats").read())["model_stats"][0]
+            mean_batch = stats["inference_count"] / max(1, stats["execution_count"])
+            results[model] = result
+            assert result["errors"] == 0, result
+            print(f"| {model} | {result['rps']:.0f} | {result['p50']:.2f} | {result['p99']:.2f} | {mean_batch:.1f} |", flush=True)
+        speedup = results["batched"]["rps"] / results["unbatched"]["rps"]
+        p99_ratio = results["batched"]["p99"] / results["unbatched"]["p99"]
+        print(f"\nthroughput batched/unbatched: {speedup:.1f}x; p99 batched/unbatched: {p99_ratio:.2f}")
+    finally:
+        server.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", choices=["overhead", "batching", "all"])
+    parser.add_argument("--seconds", type=int, default=10)
+    args = parser.parse_args()
+    if not Path(INFERD).exists():
+        sys.exit(f"build inferd first (scripts/build.sh release) or set INFERD_BIN; {INFERD} is missing")
+    if args.which in ("overhead", "all"):
+        overhead(args)
+        print()
+    if args.which in ("batching", "all"):
+        batching(args)
+
+
+if __name__ == "__main__":
+    main()
