@@ -22,13 +22,16 @@ InferenceServer::InferenceServer(ServerOptions options)
   lifecycle_thread_ = std::thread([this] { RunLifecycleTasks(); });
 }
 
-InferenceServer::~InferenceServer() {
+InferenceServer::~InferenceServer() { Shutdown(); }
+
+void InferenceServer::Shutdown() {
+  draining_.store(true);
   {
     std::lock_guard lock(tasks_mu_);
     stop_tasks_ = true;
   }
   tasks_cv_.notify_all();
-  lifecycle_thread_.join();
+  if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
   models_.UnloadAll();
 }
 
@@ -123,6 +126,10 @@ void InferenceServer::UnloadModelAsync(std::string name, std::function<void(Stat
     if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending unload requests"));
   }
   PostLifecycleTask([this, name = std::move(name), done = std::move(done)] { done(models_.Unload(name)); });
+}
+
+void InferenceServer::CancelQueued() {
+  for (auto& model : models_.AllLoaded()) model->CancelQueued();
 }
 
 void InferenceServer::BeginDrain() { draining_.store(true); }

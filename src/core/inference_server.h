@@ -57,6 +57,11 @@ class InferenceServer {
   void BeginDrain();
   bool draining() const { return draining_.load(); }
   bool WaitForIdle(std::chrono::milliseconds timeout);
+  // Unloads every model (draining their queues) and stops the lifecycle thread. Call before the
+  // frontends go away: queued callbacks may still hold frontend objects.
+  void Shutdown();
+  // Answers every request still waiting in a queue with CANCELLED (exit timeout passed).
+  void CancelQueued();
   int64_t inflight() const { return inflight_.load(); }
 
   MetricsRegistry& metrics() { return metrics_; }

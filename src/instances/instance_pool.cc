@@ -89,13 +89,16 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
     PendingRequest& item = batch[i];
     RequestTimings mine = timings;
     mine.enqueued = item.enqueued;
+    // Move the callback out so whatever it holds (a connection, say) is released as soon as it
+    // has run, not when the batch is destroyed.
+    CompletionFn done = std::move(item.done);
     if (!status.ok()) {
-      item.done(status, mine);
+      done(status, mine);
       continue;
     }
     InferResponse response{model_name_, model_version_, item.request->id,
                            SelectOutputs(std::move(per_request[i]), item.request->requested_outputs)};
-    item.done(std::move(response), mine);
+    done(std::move(response), mine);
   }
 }
 

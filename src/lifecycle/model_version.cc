@@ -94,6 +94,10 @@ void ModelVersion::StopAndDrain() {
   if (instances_) instances_->Join();
 }
 
+void ModelVersion::CancelQueued() {
+  scheduler_->CancelQueued(Status::Cancelled("server is shutting down"));
+}
+
 Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
   const int64_t batch_size = validated.batch_size;
   PendingRequest pending{

@@ -45,6 +45,8 @@ class ModelVersion {
 
   // Stops taking requests and waits until queued and running work is finished.
   void StopAndDrain();
+  // Answers every queued (not yet running) request with CANCELLED.
+  void CancelQueued();
 
   const ModelConfig& config() const { return config_; }
   const std::string& name() const { return config_.name(); }

@@ -102,7 +102,8 @@ std::vector<PendingRequest> Scheduler::NextBatch() {
       lock.unlock();
       for (auto& item : rejected) {
         RequestTimings timings{.enqueued = item.enqueued};
-        item.done(Status::DeadlineExceeded("request timed out in the queue of model '" +
+        CompletionFn done = std::move(item.done);
+        done(Status::DeadlineExceeded("request timed out in the queue of model '" +
                                            item.request->model_name + "'"),
                   timings);
       }
@@ -146,6 +147,24 @@ void Scheduler::Shutdown() {
     shutdown_ = true;
   }
   cv_.notify_all();
+}
+
+void Scheduler::CancelQueued(const Status& status) {
+  std::vector<PendingRequest> cancelled;
+  {
+    std::lock_guard lock(mu_);
+    for (Queue& queue : levels_) {
+      for (auto& item : queue) cancelled.push_back(std::move(item));
+      queue.clear();
+    }
+    for (auto& item : delayed_) cancelled.push_back(std::move(item));
+    delayed_.clear();
+    depth_ = 0;
+  }
+  for (auto& item : cancelled) {
+    CompletionFn done = std::move(item.done);
+    done(status, RequestTimings{.enqueued = item.enqueued});
+  }
 }
 
 void Scheduler::Poke() { cv_.notify_all(); }

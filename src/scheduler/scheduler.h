@@ -78,6 +78,8 @@ class Scheduler {
 
   // No new requests; queued ones still run. Wakes every waiting instance.
   void Shutdown();
+  // Answers every queued request with `status` (used when the exit timeout has passed).
+  void CancelQueued(const Status& status);
   // Wakes waiting instances so they re-check the queue (tests with a ManualClock).
   void Poke();
 

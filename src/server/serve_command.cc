@@ -103,12 +103,17 @@ int RunServe(const ServeFlags& flags) {
                server.inflight(), flags.exit_timeout_secs);
   server.BeginDrain();
   http.StopAccepting();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(flags.exit_timeout_secs);
-  bool idle = server.WaitForIdle(std::chrono::seconds(flags.exit_timeout_secs));
-  // The last answers may still be on their way out of the I/O threads.
-  idle = idle && http.WaitForIdle(std::chrono::duration_cast<std::chrono::milliseconds>(
-                     deadline - std::chrono::steady_clock::now()));
-  if (!idle) spdlog::warn("exit timeout reached with {} request(s) still in flight", server.inflight());
+  const bool idle = server.WaitForIdle(std::chrono::seconds(flags.exit_timeout_secs));
+  if (!idle) {
+    spdlog::warn("exit timeout reached with {} request(s) still in flight; cancelling queued ones",
+                 server.inflight());
+    server.CancelQueued();
+  }
+  // Models next: a running execution finishes and answers (it cannot be interrupted), and no
+  // queued callback may outlive the HTTP connections it references.
+  server.Shutdown();
+  // Let the I/O threads write the last answers out.
+  if (!http.WaitForIdle(std::chrono::seconds(2))) spdlog::warn("some answers could not be written before exit");
   http.Stop();
   metrics.Stop();
   spdlog::info("inferd stopped");

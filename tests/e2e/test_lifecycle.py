@@ -86,3 +86,33 @@ def test_sigterm_drains_in_flight_requests(fresh_server):
     assert sorted(v for v, code, _ in results if code == 200) == [0, 1, 2, 3], results
     for value, _, body in results:
         assert body["outputs"][0]["data"] == [float(value)]
+
+
+def test_exit_timeout_cancels_what_is_still_queued(fresh_server, tmp_path):
+    repo = write_repository(tmp_path, {"one_at_a_time": ("""
+        backend: "identity"
+        max_batch_size: 1
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        dynamic_batching { }
+        parameters { key: "cost" value: { string_value: "fixed_us=500000" } }
+        """, [1])})
+    server = fresh_server("--exit-timeout-secs", "1", repo=repo)
+    codes = []
+
+    def call():
+        codes.append(server.infer("one_at_a_time", ONE).status_code)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]  # 3 s of work, queued one by one
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)
+    started = time.time()
+    server.process.send_signal(15)
+    assert server.process.wait(timeout=20) == 0, server.logs()
+    assert time.time() - started < 2.5  # 1 s of exit timeout plus the execution then running
+    for thread in threads:
+        thread.join()
+    assert len(codes) == 6  # every client got an answer
+    assert 200 in codes and 503 in codes, codes
+    assert "cancelling queued" in server.logs()

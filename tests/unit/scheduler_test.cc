@@ -168,3 +168,26 @@ TEST(SchedulerTest, DifferentShapesGoInSeparateBatches) {
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+TEST(SchedulerCancelTest, CancelQueuedAnswersEveryWaitingRequest) {
+  ManualClock clock;
+  Scheduler scheduler(Options(4), &clock);
+  std::atomic<int> cancelled{0};
+  for (const char* id : {"a", "b", "c"}) {
+    Outcome unused;
+    auto pending = MakePending(id, &unused);
+    pending.done = [&cancelled](StatusOr<InferResponse> result, const RequestTimings&) {
+      if (result.status().code() == StatusCode::kCancelled) cancelled++;
+    };
+    ASSERT_TRUE(scheduler.Enqueue(pending).ok());
+  }
+  scheduler.CancelQueued(Status::Cancelled("shutting down"));
+  EXPECT_EQ(cancelled.load(), 3);
+  EXPECT_EQ(scheduler.QueueDepth(), 0u);
+}
+
+}  // namespace
+}  // namespace inferd

@@ -15,7 +15,7 @@ inline unsigned HttpStatusFor(StatusCode code) {
     case StatusCode::kResourceExhausted: return 413;
     case StatusCode::kUnavailable: return 503;
     case StatusCode::kDeadlineExceeded: return 504;
-    case StatusCode::kCancelled: return 499;
+    case StatusCode::kCancelled: return 503;  // cancelled by the server (shutdown): retry elsewhere
     case StatusCode::kUnimplemented: return 501;
     case StatusCode::kInternal: return 500;
   }
