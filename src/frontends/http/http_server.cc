@@ -4,7 +4,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <spdlog/spdlog.h>
@@ -180,13 +179,26 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
+// One io_context per I/O thread: a connection lives on one thread for its whole life, so its
+// handlers need no strand, and answers posted from instance threads wake exactly that thread.
+struct IoThread {
+  net::io_context context{1};  // concurrency hint: one thread runs it
+  // While a model computes an answer no socket operation is pending; without this guard the
+  // thread would return from run() and the answer would never be sent.
+  net::executor_work_guard<net::io_context::executor_type> keep_running{context.get_executor()};
+  std::thread thread;
+};
+
 struct HttpServer::Impl {
-  Impl(HttpServerOptions opts, HttpHandler h)
-      : options(std::move(opts)), handler(std::move(h)), acceptor(net::make_strand(ioc)), keep_running(ioc.get_executor()) {}
+  Impl(HttpServerOptions opts, HttpHandler h) : options(std::move(opts)), handler(std::move(h)) {
+    for (int i = 0; i < std::max(1, options.io_threads); ++i) io.push_back(std::make_unique<IoThread>());
+    acceptor.emplace(io[0]->context);
+  }
 
   void Accept() {
-    acceptor.async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
-      if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    net::io_context& target = io[next_thread++ % io.size()]->context;
+    acceptor->async_accept(target, [this](error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
       if (!ec) std::make_shared<Session>(std::move(socket), options, handler, &requests_in_progress)->Start();
       Accept();
     });
@@ -194,12 +206,9 @@ struct HttpServer::Impl {
 
   HttpServerOptions options;
   HttpHandler handler;
-  net::io_context ioc;
-  tcp::acceptor acceptor;
-  // While a model computes an answer no socket operation is pending; without this guard the I/O
-  // threads would return from run() once the acceptor closes, and the answer would never be sent.
-  net::executor_work_guard<net::io_context::executor_type> keep_running;
-  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<IoThread>> io;
+  std::optional<tcp::acceptor> acceptor;  // runs on io[0]
+  size_t next_thread = 0;                 // only touched by io[0]'s thread
   uint16_t bound_port = 0;
   std::atomic<int64_t> requests_in_progress{0};
 };
@@ -214,7 +223,7 @@ Status HttpServer::Start() {
   auto address = net::ip::make_address(impl_->options.address, ec);
   if (ec) return Status::InvalidArgument("bad listen address '" + impl_->options.address + "'");
   tcp::endpoint endpoint(address, impl_->options.port);
-  auto& acceptor = impl_->acceptor;
+  auto& acceptor = *impl_->acceptor;
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
@@ -225,18 +234,16 @@ Status HttpServer::Start() {
   }
   impl_->bound_port = acceptor.local_endpoint().port();
   impl_->Accept();
-  for (int i = 0; i < std::max(1, impl_->options.io_threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
-  }
+  for (auto& io : impl_->io) io->thread = std::thread([context = &io->context] { context->run(); });
   return Status::Ok();
 }
 
 uint16_t HttpServer::port() const { return impl_->bound_port; }
 
 void HttpServer::StopAccepting() {
-  net::post(impl_->acceptor.get_executor(), [this] {
+  net::post(impl_->acceptor->get_executor(), [this] {
     error_code ignored;
-    impl_->acceptor.close(ignored);
+    impl_->acceptor->close(ignored);
   });
 }
 
@@ -250,12 +257,13 @@ bool HttpServer::WaitForIdle(std::chrono::milliseconds timeout) {
 }
 
 void HttpServer::Stop() {
-  impl_->keep_running.reset();
-  impl_->ioc.stop();
-  for (auto& thread : impl_->threads) {
-    if (thread.joinable()) thread.join();
+  for (auto& io : impl_->io) {
+    io->keep_running.reset();
+    io->context.stop();
   }
-  impl_->threads.clear();
+  for (auto& io : impl_->io) {
+    if (io->thread.joinable()) io->thread.join();
+  }
 }
 
 }  // namespace inferd
