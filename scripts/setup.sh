@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything inferd needs to build, test and benchmark, from Debian 12 packages.
+# Installs everything inferd needs to build and test (and with --bench, to benchmark), from Debian
+# 12 packages.
 # Idempotent: packages already present are skipped, so a second run is quick.
 set -euo pipefail
 
@@ -12,9 +13,13 @@ PACKAGES=(
   libboost1.74-dev                    # Asio + Beast (header-only)
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # end-to-end tests and benchmarks
-  curl python3 python3-requests python3-pytest nginx-light wrk procps
+  # end-to-end tests
+  curl python3 python3-requests python3-pytest procps
 )
+# Benchmarks only (`scripts/setup.sh --bench`): the load generator and the reference server.
+if [ "${1:-}" = "--bench" ]; then
+  PACKAGES+=(nginx-light wrk)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
