@@ -6,6 +6,7 @@
   bench/http_bench.py batching   add_sub (cost fixed_us=2000, per_item_us=100, max_batch_size 32)
                                  at concurrency 32, with and without dynamic batching
 
+Needs `bash scripts/setup.sh --bench` (wrk, nginx) and `bash scripts/build.sh release`.
 Load comes from wrk (Debian package) on loopback; every run is bounded in time. Prints markdown
 tables (the format docs/BENCHMARKS.md records).
 """
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -207,6 +209,9 @@ def main():
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per overhead cell")
     args = parser.parse_args()
+    missing = [tool for tool in ("wrk", "nginx") if not shutil.which(tool) and not Path("/usr/sbin/" + tool).exists()]
+    if missing:
+        sys.exit(f"missing {', '.join(missing)}: run `bash scripts/setup.sh --bench` first")
     if not Path(INFERD).exists():
         sys.exit(f"build inferd first (scripts/build.sh release) or set INFERD_BIN; {INFERD} is missing")
     if args.which in ("overhead", "all"):
