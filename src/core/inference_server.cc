@@ -106,26 +106,24 @@ void InferenceServer::RunLifecycleTasks() {
   }
 }
 
-void InferenceServer::LoadModelAsync(std::string name, std::function<void(Status)> done) {
+void InferenceServer::PostModelControl(std::function<Status()> operation, std::function<void(Status)> done) {
   if (options_.control_mode != ModelControlMode::kExplicit) {
-    return done(Status::FailedPrecondition("model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
+    return done(Status::FailedPrecondition(
+        "model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
   }
   {
     std::lock_guard lock(tasks_mu_);
-    if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending load requests"));
+    if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending load/unload requests"));
   }
-  PostLifecycleTask([this, name = std::move(name), done = std::move(done)] { done(models_.Load(name)); });
+  PostLifecycleTask([operation = std::move(operation), done = std::move(done)] { done(operation()); });
+}
+
+void InferenceServer::LoadModelAsync(std::string name, std::function<void(Status)> done) {
+  PostModelControl([this, name = std::move(name)] { return models_.Load(name); }, std::move(done));
 }
 
 void InferenceServer::UnloadModelAsync(std::string name, std::function<void(Status)> done) {
-  if (options_.control_mode != ModelControlMode::kExplicit) {
-    return done(Status::FailedPrecondition("model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
-  }
-  {
-    std::lock_guard lock(tasks_mu_);
-    if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending unload requests"));
-  }
-  PostLifecycleTask([this, name = std::move(name), done = std::move(done)] { done(models_.Unload(name)); });
+  PostModelControl([this, name = std::move(name)] { return models_.Unload(name); }, std::move(done));
 }
 
 void InferenceServer::CancelQueued() {

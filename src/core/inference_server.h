@@ -69,6 +69,8 @@ class InferenceServer {
  private:
   void RunLifecycleTasks();
   void PostLifecycleTask(std::function<void()> task);
+  // Runs a load/unload on the lifecycle thread when the control mode allows it.
+  void PostModelControl(std::function<Status()> operation, std::function<void(Status)> done);
   void FinishRequest();
 
   const ServerOptions options_;

@@ -85,3 +85,16 @@ def test_per_request_timeout_overrides_default(server):
     first.join()
     assert results["busy"].status_code == 200
     assert patient.status_code == 200, patient.text
+
+
+def test_instances_run_batches_in_parallel(server):
+    # "slow": 4 instances, no dynamic batching, 600 ms per execution. Four requests at once finish
+    # together, in about one execution time, not four.
+    start = time.time()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        responses = list(pool.map(lambda v: server.infer("slow", [
+            {"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [v]}]), range(4)))
+    elapsed = time.time() - start
+    assert [r.status_code for r in responses] == [200] * 4
+    assert elapsed < 1.5, elapsed
+    assert server.stats("slow")[0]["execution_count"] >= 4

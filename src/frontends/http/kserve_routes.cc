@@ -1,5 +1,7 @@
 #include "frontends/http/kserve_routes.h"
 
+#include <spdlog/spdlog.h>
+
 #include <charconv>
 #include <string_view>
 
@@ -133,13 +135,19 @@ class KServeRoutes {
 
   void Infer(HttpRequest request, const ModelTarget& target, Responder respond) {
     auto parsed = ParseInferRequest(request.body, request.inference_header_length);
-    if (!parsed.ok()) return respond(Error(parsed.status()));
+    if (!parsed.ok()) {
+      spdlog::debug("rejected request to {}: {}", request.path, parsed.status().message());
+      return respond(Error(parsed.status()));
+    }
     parsed->request->model_name = target.name;
     parsed->request->model_version = target.version;
     OutputEncoding encoding = std::move(parsed->encoding);
     server_->InferAsync(std::move(parsed->request),
                         [respond = std::move(respond), encoding = std::move(encoding)](StatusOr<InferResponse> result) {
-                          if (!result.ok()) return respond(Error(result.status()));
+                          if (!result.ok()) {
+                            spdlog::debug("inference failed: {}", result.status().ToString());
+                            return respond(Error(result.status()));
+                          }
                           EncodedResponse encoded = EncodeInferResponse(*result, encoding);
                           HttpResponse response = Json(200, std::move(encoded.body));
                           if (encoded.json_length) {
