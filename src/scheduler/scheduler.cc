@@ -22,10 +22,12 @@ Status Scheduler::Enqueue(PendingRequest& pending) {
   const QueuePolicy& policy = options_.level_policies.empty()
                                   ? QueuePolicy{}
                                   : options_.level_policies[level - 1];
+  // As in Triton, a request's own timeout counts only when the policy allows overrides, and it
+  // may shorten the default but not extend it.
   Nanos timeout = policy.default_timeout;
-  if (pending.request->timeout_us > 0 &&
-      (policy.allow_timeout_override || policy.default_timeout.count() == 0)) {
-    timeout = Micros(pending.request->timeout_us);
+  if (policy.allow_timeout_override && pending.request->timeout_us > 0) {
+    const Nanos requested = Micros(pending.request->timeout_us);
+    timeout = timeout.count() == 0 ? requested : std::min(timeout, requested);
   }
   pending.enqueued = clock_->Now();
   if (timeout.count() > 0) pending.deadline = pending.enqueued + timeout;

@@ -64,7 +64,15 @@ MODELS = {
         max_batch_size: 1
         input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
         output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 100000
+        dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 100000 } }
+        parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
+        """, [1]),
+    "timeout_override": ("""
+        backend: "identity"
+        max_batch_size: 1
+        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
+        dynamic_batching { default_queue_policy { default_timeout_microseconds: 5000000
                                                   allow_timeout_override: true } }
         parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
         """, [1]),

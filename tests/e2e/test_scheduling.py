@@ -75,16 +75,18 @@ def test_queue_timeout_reject_and_delay(server):
     assert [r.status_code for r in responses] == [200, 200]
 
 
-def test_per_request_timeout_overrides_default(server):
+def test_per_request_timeout_shortens_the_default(server):
+    # timeout_override: default 5 s, overrides allowed, 400 ms per execution.
     results = {}
-    first = threading.Thread(target=one_value, args=(server, "timeout_reject", None, results, "busy"))
+    first = threading.Thread(target=one_value, args=(server, "timeout_override", None, results, "busy"))
     first.start()
     time.sleep(0.05)
-    # allow_timeout_override: a 2 s timeout outlives the 400 ms execution ahead of it.
-    patient = one_value(server, "timeout_reject", timeout=2_000_000)
+    impatient = one_value(server, "timeout_override", timeout=100_000)  # 100 ms < the 400 ms ahead
     first.join()
     assert results["busy"].status_code == 200
-    assert patient.status_code == 200, patient.text
+    assert impatient.status_code == 504, impatient.text
+    patient = run_concurrently(server, "timeout_override", 2)  # no request timeout: the default holds
+    assert [r.status_code for r in patient] == [200, 200]
 
 
 def test_instances_run_batches_in_parallel(server):

@@ -105,6 +105,30 @@ TEST(SchedulerTest, ExpiredRequestsAreRejected) {
   EXPECT_EQ(outcome.deadline.load(), 1);
 }
 
+TEST(SchedulerTest, RequestTimeoutMayOnlyShortenAnAllowedDefault) {
+  ManualClock clock;
+  Outcome outcome;
+  SchedulerOptions options = Options(1, 0, 1, false, /*default_timeout_us=*/1000);
+  {
+    Scheduler scheduler(options, &clock);
+    auto shorter = MakePending("shorter", &outcome, 0, /*timeout_us=*/100);
+    auto longer = MakePending("longer", &outcome, 0, /*timeout_us=*/5000);
+    ASSERT_TRUE(scheduler.Enqueue(shorter).ok());
+    ASSERT_TRUE(scheduler.Enqueue(longer).ok());
+    clock.Advance(Micros(500));
+    EXPECT_EQ(Ids(scheduler.NextBatch()), (std::vector<std::string>{"longer"}));  // "shorter" expired
+    EXPECT_EQ(outcome.deadline.load(), 1);
+  }
+  options.level_policies[0].allow_timeout_override = false;
+  {
+    Scheduler scheduler(options, &clock);
+    auto ignored = MakePending("ignored", &outcome, 0, /*timeout_us=*/100);
+    ASSERT_TRUE(scheduler.Enqueue(ignored).ok());
+    clock.Advance(Micros(500));
+    EXPECT_EQ(Ids(scheduler.NextBatch()), (std::vector<std::string>{"ignored"}));  // default 1000 us applies
+  }
+}
+
 TEST(SchedulerTest, DelayActionStillRunsExpiredRequestsLast) {
   ManualClock clock;
   Scheduler scheduler(Options(1, 0, 1, /*delay=*/true, /*default_timeout_us=*/100), &clock);
