@@ -55,6 +55,7 @@ ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const Loa
       clock_(context.clock),
       metrics_registry_(context.metrics),
       metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
+      orderer_(config.dynamic_batching().preserve_ordering() ? std::make_unique<ResponseOrderer>() : nullptr),
       scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& config, int64_t version,
@@ -100,11 +101,12 @@ void ModelVersion::CancelQueued() {
 
 Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
   const int64_t batch_size = validated.batch_size;
+  const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
       .request = std::move(validated.request),
-      .done = [this, batch_size, done = std::move(done)](StatusOr<InferResponse> result,
-                                                         const RequestTimings& timings) mutable {
-        OnComplete(std::move(result), timings, batch_size, done);
+      .done = [this, batch_size, ticket, done = std::move(done)](StatusOr<InferResponse> result,
+                                                                 const RequestTimings& timings) mutable {
+        OnComplete(std::move(result), timings, batch_size, ticket, done);
       },
       .batch_size = batch_size,
       .shape_key = validated.shape_key,
@@ -112,6 +114,7 @@ Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
   metrics_.inflight->Add(1);
   Status status = scheduler_->Enqueue(pending);
   if (!status.ok()) {
+    if (orderer_) orderer_->Withdraw(ticket);
     metrics_.inflight->Add(-1);
     metrics_.rejected->Increment();
     stats_.fail.Add(0);
@@ -120,7 +123,7 @@ Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
 }
 
 void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings,
-                              int64_t batch_size, InferCallback& done) {
+                              int64_t batch_size, uint64_t ticket, InferCallback& done) {
   const TimePoint now = clock_->Now();
   const int64_t total_ns = NanosBetween(timings.enqueued, now);
   metrics_.inflight->Add(-1);
@@ -146,7 +149,10 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
       default: metrics_.failed->Increment(); break;
     }
   }
-  done(std::move(result));
+  if (!orderer_) return done(std::move(result));
+  orderer_->Complete(ticket, [done = std::move(done), result = std::move(result)]() mutable {
+    done(std::move(result));
+  });
 }
 
 void ModelVersion::OnExecution(const ExecutionReport& report) {

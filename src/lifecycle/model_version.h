@@ -14,6 +14,7 @@
 #include "instances/instance_pool.h"
 #include "lifecycle/model_metrics.h"
 #include "lifecycle/model_stats.h"
+#include "lifecycle/response_orderer.h"
 #include "scheduler/scheduler.h"
 
 namespace inferd {
@@ -58,7 +59,7 @@ class ModelVersion {
   ModelVersion(const ModelConfig& config, int64_t version, const LoadContext& context);
 
   void OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings, int64_t batch_size,
-                  InferCallback& done);
+                  uint64_t ticket, InferCallback& done);
   void OnExecution(const ExecutionReport& report);
 
   const ModelConfig config_;
@@ -67,6 +68,7 @@ class ModelVersion {
   MetricsRegistry* metrics_registry_;
   ModelStats stats_;
   ModelMetrics metrics_;
+  std::unique_ptr<ResponseOrderer> orderer_;  // set when dynamic_batching.preserve_ordering
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<InstancePool> instances_;
 };

@@ -1,0 +1,30 @@
+// dynamic_batching.preserve_ordering: answers leave in the order their requests were accepted,
+// even when several instances finish batches out of order. Only models that ask for it pay for it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+
+namespace inferd {
+
+class ResponseOrderer {
+ public:
+  // A ticket in acceptance order.
+  uint64_t Admit();
+  // `deliver` runs once every earlier ticket has been delivered or withdrawn (maybe right now,
+  // maybe later on the thread that completes the last earlier ticket).
+  void Complete(uint64_t ticket, std::function<void()> deliver);
+  // The request behind `ticket` will never complete (refused before queueing).
+  void Withdraw(uint64_t ticket) { Complete(ticket, nullptr); }
+
+ private:
+  std::mutex mu_;
+  uint64_t next_ticket_ = 0;                         // guarded by mu_
+  uint64_t next_delivery_ = 0;                       // guarded by mu_
+  std::map<uint64_t, std::function<void()>> ready_;  // guarded by mu_: completed, waiting their turn
+  bool delivering_ = false;                          // guarded by mu_: one thread delivers at a time
+};
+
+}  // namespace inferd
