@@ -27,10 +27,10 @@ InferenceServer::~InferenceServer() { Shutdown(); }
 void InferenceServer::Shutdown() {
   draining_.store(true);
   {
-    std::lock_guard lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     stop_tasks_ = true;
   }
-  tasks_cv_.notify_all();
+  tasks_cv_.NotifyAll();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
   models_.UnloadAll();
 }
@@ -60,8 +60,8 @@ StatusOr<std::shared_ptr<ModelVersion>> InferenceServer::FindModel(std::string_v
 
 void InferenceServer::FinishRequest() {
   if (inflight_.fetch_sub(1) == 1 && draining_.load()) {
-    std::lock_guard lock(idle_mu_);
-    idle_cv_.notify_all();
+    MutexLock lock(&idle_mu_);
+    idle_cv_.NotifyAll();
   }
 }
 
@@ -86,18 +86,18 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
 
 void InferenceServer::PostLifecycleTask(std::function<void()> task) {
   {
-    std::lock_guard lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     tasks_.push_back(std::move(task));
   }
-  tasks_cv_.notify_one();
+  tasks_cv_.NotifyOne();
 }
 
 void InferenceServer::RunLifecycleTasks() {
   while (true) {
     std::function<void()> task;
     {
-      std::unique_lock lock(tasks_mu_);
-      tasks_cv_.wait(lock, [this] { return stop_tasks_ || !tasks_.empty(); });
+      MutexLock lock(&tasks_mu_);
+      while (!stop_tasks_ && tasks_.empty()) tasks_cv_.Wait(lock);
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -112,7 +112,7 @@ void InferenceServer::PostModelControl(std::function<Status()> operation, std::f
         "model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
   }
   {
-    std::lock_guard lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending load/unload requests"));
   }
   PostLifecycleTask([operation = std::move(operation), done = std::move(done)] { done(operation()); });
@@ -133,8 +133,14 @@ void InferenceServer::CancelQueued() {
 void InferenceServer::BeginDrain() { draining_.store(true); }
 
 bool InferenceServer::WaitForIdle(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(idle_mu_);
-  return idle_cv_.wait_for(lock, timeout, [this] { return inflight_.load() == 0; });
+  const auto deadline = SteadyClock::now() + timeout;
+  MutexLock lock(&idle_mu_);
+  while (inflight_.load() != 0) {
+    const auto now = SteadyClock::now();
+    if (now >= deadline) return false;
+    idle_cv_.WaitFor(lock, deadline - now);
+  }
+  return true;
 }
 
 }  // namespace inferd

@@ -4,18 +4,17 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backends/backend.h"
 #include "common/infer_request.h"
+#include "common/mutex.h"
 #include "lifecycle/model_manager.h"
 #include "metrics/metrics_registry.h"
 
@@ -81,13 +80,13 @@ class InferenceServer {
 
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> inflight_{0};
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
+  Mutex idle_mu_;  // only pairs with idle_cv_: inflight_ is atomic
+  CondVar idle_cv_;
 
-  std::mutex tasks_mu_;
-  std::condition_variable tasks_cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by tasks_mu_
-  bool stop_tasks_ = false;                  // guarded by tasks_mu_
+  Mutex tasks_mu_;
+  CondVar tasks_cv_;
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(tasks_mu_);
+  bool stop_tasks_ GUARDED_BY(tasks_mu_) = false;
   std::thread lifecycle_thread_;
 };
 

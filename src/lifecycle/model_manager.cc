@@ -17,7 +17,7 @@ ModelManager::ModelManager(Options options, BackendRegistry* backends, MetricsRe
 ModelManager::~ModelManager() { UnloadAll(); }
 
 void ModelManager::LoadAll() {
-  std::lock_guard lock(write_mu_);
+  MutexLock lock(&write_mu_);
   for (const auto& [name, source] : ScanRepositories(options_.repositories)) {
     Status status = LoadLocked(source);
     if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
@@ -25,7 +25,7 @@ void ModelManager::LoadAll() {
 }
 
 Status ModelManager::Load(const std::string& name) {
-  std::lock_guard lock(write_mu_);
+  MutexLock lock(&write_mu_);
   auto sources = ScanRepositories(options_.repositories);
   auto it = sources.find(name);
   if (it == sources.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
@@ -61,23 +61,17 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
   ModelRecord record{.wanted = true};
   ServingTable next = table_;
   VersionMap& serving = next[source.name];
-  auto finish = [&](Status status) {
-    record.error = status;
-    records_[source.name] = record;
-    Publish(std::move(next));
-    return status;
-  };
-  if (!source.status.ok()) return finish(source.status);
+  if (!source.status.ok()) return FailModel(source.name, std::move(record), std::move(next), source.status);
   const ModelConfig& config = *source.config;
   auto backend = backends_->Select(config);
-  if (!backend.ok()) return finish(backend.status());
+  if (!backend.ok()) return FailModel(source.name, std::move(record), std::move(next), backend.status());
   if (source.versions.empty()) {
-    return finish(Status::NotFound("model '" + source.name + "': no version folder (a positive integer) in " +
+    return FailModel(source.name, std::move(record), std::move(next), Status::NotFound("model '" + source.name + "': no version folder (a positive integer) in " +
                                    source.dir.string()));
   }
   std::vector<int64_t> versions = SelectVersions(config.version_policy(), source.versions);
   if (versions.empty()) {
-    return finish(Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
+    return FailModel(source.name, std::move(record), std::move(next), Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
   }
   const std::string config_bytes = config.SerializeAsString();
   VersionMap loaded;
@@ -105,6 +99,13 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
   return status;
 }
 
+Status ModelManager::FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error) {
+  record.error = error;
+  records_[name] = std::move(record);
+  Publish(std::move(next));
+  return error;
+}
+
 void ModelManager::Publish(ServingTable table) {
   // Versions that leave the table stop taking requests and drain before we return.
   std::vector<std::shared_ptr<ModelVersion>> retired;
@@ -121,7 +122,7 @@ void ModelManager::Publish(ServingTable table) {
   table_ = std::move(table);
   snapshot_.store(std::make_shared<const ServingTable>(table_));
   {
-    std::lock_guard lock(index_mu_);
+    MutexLock lock(&index_mu_);
     index_records_ = records_;
   }
   for (auto& model : retired) {
@@ -131,7 +132,7 @@ void ModelManager::Publish(ServingTable table) {
 }
 
 Status ModelManager::Unload(const std::string& name) {
-  std::lock_guard lock(write_mu_);
+  MutexLock lock(&write_mu_);
   if (!records_.contains(name) && !table_.contains(name)) {
     return Status::NotFound("model '" + name + "' is not loaded");
   }
@@ -143,7 +144,7 @@ Status ModelManager::Unload(const std::string& name) {
 }
 
 void ModelManager::UnloadAll() {
-  std::lock_guard lock(write_mu_);
+  MutexLock lock(&write_mu_);
   records_.clear();
   Publish({});
 }
@@ -172,7 +173,7 @@ std::vector<IndexEntry> ModelManager::Index() const {
   std::shared_ptr<const ServingTable> table = snapshot_.load();
   std::map<std::string, ModelRecord> records;
   {
-    std::lock_guard lock(index_mu_);
+    MutexLock lock(&index_mu_);
     records = index_records_;
   }
   std::vector<IndexEntry> entries;
@@ -213,7 +214,7 @@ std::vector<IndexEntry> ModelManager::Index() const {
 
 bool ModelManager::AllReady() const {
   std::shared_ptr<const ServingTable> table = snapshot_.load();
-  std::lock_guard lock(index_mu_);
+  MutexLock lock(&index_mu_);
   for (const auto& [name, record] : index_records_) {
     if (!record.wanted) continue;
     if (!record.error.ok() || !record.failed_versions.empty() || !table->contains(name)) return false;

@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/mutex.h"
 #include "lifecycle/model_repository.h"
 #include "lifecycle/model_version.h"
 
@@ -62,11 +62,13 @@ class ModelManager {
     std::map<int64_t, std::string> failed_versions;
   };
 
-  Status LoadLocked(const ModelSource& source);  // requires write_mu_
+  Status LoadLocked(const ModelSource& source) REQUIRES(write_mu_);
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const ModelConfig& config, Backend* backend,
                                                       const std::filesystem::path& model_dir,
                                                       int64_t version);
-  void Publish(ServingTable table);  // requires write_mu_
+  void Publish(ServingTable table) REQUIRES(write_mu_);
+  // Records a model-level failure and publishes `next` (which keeps any versions still serving).
+  Status FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error) REQUIRES(write_mu_);
   int IntraOpThreads(const ModelConfig& config) const;
 
   const Options options_;
@@ -74,12 +76,13 @@ class ModelManager {
   MetricsRegistry* metrics_;
   const Clock* clock_;
 
-  std::mutex write_mu_;
-  std::map<std::string, ModelRecord> records_;  // guarded by write_mu_
-  ServingTable table_;                          // guarded by write_mu_: the latest published copy
+  Mutex write_mu_;  // serialises loads and unloads
+  std::map<std::string, ModelRecord> records_ GUARDED_BY(write_mu_);
+  ServingTable table_ GUARDED_BY(write_mu_);  // the latest published copy
   std::atomic<std::shared_ptr<const ServingTable>> snapshot_;
-  mutable std::mutex index_mu_;  // guards index_records_, a copy of records_ for readers
-  std::map<std::string, ModelRecord> index_records_;
+  // A copy of records_ for readers, so Index() never waits behind a slow load.
+  mutable Mutex index_mu_;
+  std::map<std::string, ModelRecord> index_records_ GUARDED_BY(index_mu_);
 };
 
 }  // namespace inferd

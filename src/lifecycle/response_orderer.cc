@@ -5,12 +5,12 @@
 namespace inferd {
 
 uint64_t ResponseOrderer::Admit() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return next_ticket_++;
 }
 
 void ResponseOrderer::Complete(uint64_t ticket, std::function<void()> deliver) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   ready_.emplace(ticket, std::move(deliver));
   // Whoever is already delivering will pick this one up; deliveries never overlap, so their
   // order is the ticket order.
@@ -20,9 +20,9 @@ void ResponseOrderer::Complete(uint64_t ticket, std::function<void()> deliver) {
     std::function<void()> next = std::move(ready_.begin()->second);
     ready_.erase(ready_.begin());
     ++next_delivery_;
-    lock.unlock();
+    lock.Unlock();
     if (next) next();
-    lock.lock();
+    lock.Lock();
   }
   delivering_ = false;
 }

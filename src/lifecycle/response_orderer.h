@@ -5,7 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
+
+#include "common/mutex.h"
 
 namespace inferd {
 
@@ -20,11 +21,11 @@ class ResponseOrderer {
   void Withdraw(uint64_t ticket) { Complete(ticket, nullptr); }
 
  private:
-  std::mutex mu_;
-  uint64_t next_ticket_ = 0;                         // guarded by mu_
-  uint64_t next_delivery_ = 0;                       // guarded by mu_
-  std::map<uint64_t, std::function<void()>> ready_;  // guarded by mu_: completed, waiting their turn
-  bool delivering_ = false;                          // guarded by mu_: one thread delivers at a time
+  Mutex mu_;
+  uint64_t next_ticket_ GUARDED_BY(mu_) = 0;
+  uint64_t next_delivery_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, std::function<void()>> ready_ GUARDED_BY(mu_);  // completed, waiting their turn
+  bool delivering_ GUARDED_BY(mu_) = false;  // one thread delivers at a time
 };
 
 }  // namespace inferd

@@ -77,7 +77,7 @@ std::vector<double> DurationBuckets() {
 std::vector<double> BatchSizeBuckets() { return {1, 2, 4, 8, 16, 32, 64, 128, 256}; }
 
 void MetricsRegistry::Declare(const std::string& name, Type type, const std::string& help) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto& family = families_[name];
   family.type = type;
   family.help = help;
@@ -92,14 +92,14 @@ MetricsRegistry::Series& MetricsRegistry::AddSeries(const std::string& family, c
 }
 
 std::shared_ptr<Counter> MetricsRegistry::AddCounter(const std::string& family, const MetricLabels& labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Series& series = AddSeries(family, labels);
   if (!series.counter) series.counter = std::make_shared<Counter>();
   return series.counter;
 }
 
 std::shared_ptr<Gauge> MetricsRegistry::AddGauge(const std::string& family, const MetricLabels& labels) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Series& series = AddSeries(family, labels);
   if (!series.gauge) series.gauge = std::make_shared<Gauge>();
   return series.gauge;
@@ -108,7 +108,7 @@ std::shared_ptr<Gauge> MetricsRegistry::AddGauge(const std::string& family, cons
 std::shared_ptr<Histogram> MetricsRegistry::AddHistogram(const std::string& family,
                                                          const MetricLabels& labels,
                                                          std::vector<double> upper_bounds) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   Series& series = AddSeries(family, labels);
   if (!series.histogram) series.histogram = std::make_shared<Histogram>(std::move(upper_bounds));
   return series.histogram;
@@ -116,12 +116,12 @@ std::shared_ptr<Histogram> MetricsRegistry::AddHistogram(const std::string& fami
 
 void MetricsRegistry::AddGaugeFunction(const std::string& family, const MetricLabels& labels,
                                        std::function<double()> read) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   AddSeries(family, labels).read = std::move(read);
 }
 
 void MetricsRegistry::RemoveSeries(const MetricLabels& subset) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [name, family] : families_) {
     std::erase_if(family.series, [&](const auto& entry) {
       const MetricLabels& labels = entry.second.labels;
@@ -135,7 +135,7 @@ void MetricsRegistry::RemoveSeries(const MetricLabels& subset) {
 std::string MetricsRegistry::RenderText() const {
   std::string out;
   out.reserve(16384);
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [name, family] : families_) {
     out += "# HELP " + name + " " + family.help + "\n";
     out += "# TYPE " + name + " " + TypeName(family.type) + "\n";

@@ -10,10 +10,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace inferd {
 
@@ -93,10 +94,10 @@ class MetricsRegistry {
     std::map<std::string, Series> series;  // keyed by rendered labels
   };
 
-  Series& AddSeries(const std::string& family, const MetricLabels& labels);
+  Series& AddSeries(const std::string& family, const MetricLabels& labels) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::map<std::string, Family> families_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Family> families_ GUARDED_BY(mu_);
 };
 
 }  // namespace inferd

@@ -6,15 +6,16 @@
 namespace inferd {
 
 Scheduler::Scheduler(SchedulerOptions options, const Clock* clock)
-    : options_(std::move(options)), clock_(clock) {
-  levels_.resize(std::max<uint32_t>(1, options_.priority_levels));
+    : options_(std::move(options)), level_count_(std::max<uint32_t>(1, options_.priority_levels)), clock_(clock) {
+  MutexLock lock(&mu_);
+  levels_.resize(level_count_);
 }
 
 Scheduler::~Scheduler() { Shutdown(); }
 
 uint32_t Scheduler::LevelOf(const InferRequest& request) const {
   uint32_t level = request.priority == 0 ? options_.default_priority : request.priority;
-  return std::clamp<uint32_t>(level, 1, static_cast<uint32_t>(levels_.size()));
+  return std::clamp<uint32_t>(level, 1, level_count_);
 }
 
 Status Scheduler::Enqueue(PendingRequest& pending) {
@@ -34,7 +35,7 @@ Status Scheduler::Enqueue(PendingRequest& pending) {
   pending.delay_on_timeout = policy.delay_on_timeout;
   const size_t bound = policy.max_queue_size == 0 ? kMaxQueueSizeBound : policy.max_queue_size;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (shutdown_) return Status::Unavailable("model is shutting down");
     Queue& queue = levels_[level - 1];
     if (queue.size() >= bound) {
@@ -44,7 +45,7 @@ Status Scheduler::Enqueue(PendingRequest& pending) {
     queue.push_back(std::move(pending));
     ++depth_;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
   return Status::Ok();
 }
 
@@ -95,13 +96,13 @@ std::vector<PendingRequest> Scheduler::TakeFront(size_t count) {
 std::vector<PendingRequest> Scheduler::NextBatch() {
   std::vector<PendingView> views;
   std::vector<PendingRequest> rejected;
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
     const TimePoint now = clock_->Now();
     TakeExpired(now, &rejected);
     if (!rejected.empty()) {
       // Answer expired requests outside the lock; their callbacks may take time.
-      lock.unlock();
+      lock.Unlock();
       for (auto& item : rejected) {
         RequestTimings timings{.enqueued = item.enqueued};
         CompletionFn done = std::move(item.done);
@@ -110,12 +111,12 @@ std::vector<PendingRequest> Scheduler::NextBatch() {
                   timings);
       }
       rejected.clear();
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (depth_ == 0) {
       if (shutdown_) return {};
-      cv_.wait(lock);
+      cv_.Wait(lock);
       continue;
     }
     // Only the head can matter: at most max_batch_size + 1 requests are looked at.
@@ -136,25 +137,25 @@ std::vector<PendingRequest> Scheduler::NextBatch() {
     if (auto deadline = NextDeadline(); deadline && (!wake || *deadline < *wake)) wake = deadline;
     if (wake) {
       // A duration, not an absolute time: the clock may be a test's ManualClock.
-      cv_.wait_for(lock, std::max(Nanos(0), std::chrono::duration_cast<Nanos>(*wake - now)));
+      cv_.WaitFor(lock, std::max(Nanos(0), std::chrono::duration_cast<Nanos>(*wake - now)));
     } else {
-      cv_.wait(lock);
+      cv_.Wait(lock);
     }
   }
 }
 
 void Scheduler::Shutdown() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     shutdown_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Scheduler::CancelQueued(const Status& status) {
   std::vector<PendingRequest> cancelled;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (Queue& queue : levels_) {
       for (auto& item : queue) cancelled.push_back(std::move(item));
       queue.clear();
@@ -169,10 +170,10 @@ void Scheduler::CancelQueued(const Status& status) {
   }
 }
 
-void Scheduler::Poke() { cv_.notify_all(); }
+void Scheduler::Poke() { cv_.NotifyAll(); }
 
 size_t Scheduler::QueueDepth() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return depth_;
 }
 

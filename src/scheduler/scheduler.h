@@ -7,17 +7,16 @@
 // execution, or by the scheduler when the request expires (REJECT) or is cancelled at shutdown.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/infer_request.h"
+#include "common/mutex.h"
 #include "scheduler/batch_policy.h"
 
 namespace inferd {
@@ -89,22 +88,22 @@ class Scheduler {
  private:
   using Queue = std::deque<PendingRequest>;
 
-  // All three run with mu_ held.
-  void TakeExpired(TimePoint now, std::vector<PendingRequest>* rejected);
-  std::optional<TimePoint> NextDeadline() const;
-  std::vector<PendingRequest> TakeFront(size_t count);
+  void TakeExpired(TimePoint now, std::vector<PendingRequest>* rejected) REQUIRES(mu_);
+  std::optional<TimePoint> NextDeadline() const REQUIRES(mu_);
+  std::vector<PendingRequest> TakeFront(size_t count) REQUIRES(mu_);
 
   uint32_t LevelOf(const InferRequest& request) const;
 
   const SchedulerOptions options_;
+  const uint32_t level_count_;  // levels_.size(), readable without the lock
   const Clock* clock_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Queue> levels_;  // guarded by mu_
-  Queue delayed_;              // guarded by mu_: expired DELAY requests, served last
-  size_t depth_ = 0;           // guarded by mu_
-  bool shutdown_ = false;      // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::vector<Queue> levels_ GUARDED_BY(mu_);
+  Queue delayed_ GUARDED_BY(mu_);  // expired DELAY requests, served last
+  size_t depth_ GUARDED_BY(mu_) = 0;
+  bool shutdown_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace inferd
