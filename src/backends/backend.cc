@@ -20,8 +20,10 @@ StatusOr<Backend*> BackendRegistry::Select(const ModelConfig& config) const {
   std::string name = config.backend();
   if (name.empty()) {
     // Triton's platform names map onto backends; inferd's ONNX engine serves both ONNX names.
-    if (config.platform() == "onnxruntime_onnx" || config.platform() == "onnx") name = "onnxruntime";
-    else name = config.platform();
+    if (config.platform() == "onnxruntime_onnx" || config.platform() == "onnx")
+      name = "onnxruntime";
+    else
+      name = config.platform();
   }
   auto it = backends_.find(name);
   if (it == backends_.end()) {

@@ -13,15 +13,15 @@ namespace inferd {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // bad request data: HTTP 400
-  kNotFound,          // unknown model / version / route: HTTP 404
+  kInvalidArgument,  // bad request data: HTTP 400
+  kNotFound,         // unknown model / version / route: HTTP 404
   kAlreadyExists,
   kFailedPrecondition,  // operation not allowed in this state (e.g. load in mode none): HTTP 400
-  kUnavailable,       // queue full, model not ready, server draining: HTTP 503
-  kDeadlineExceeded,  // request timed out in the queue: HTTP 504
-  kResourceExhausted,  // body or message too large: HTTP 413
+  kUnavailable,         // queue full, model not ready, server draining: HTTP 503
+  kDeadlineExceeded,    // request timed out in the queue: HTTP 504
+  kResourceExhausted,   // body or message too large: HTTP 413
   kUnimplemented,
-  kInternal,          // a bug or a backend failure: HTTP 500
+  kInternal,  // a bug or a backend failure: HTTP 500
   kCancelled,
 };
 
@@ -40,9 +40,7 @@ class [[nodiscard]] Status {
     return {StatusCode::kFailedPrecondition, std::move(msg)};
   }
   static Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
-  static Status DeadlineExceeded(std::string msg) {
-    return {StatusCode::kDeadlineExceeded, std::move(msg)};
-  }
+  static Status DeadlineExceeded(std::string msg) { return {StatusCode::kDeadlineExceeded, std::move(msg)}; }
   static Status ResourceExhausted(std::string msg) {
     return {StatusCode::kResourceExhausted, std::move(msg)};
   }
@@ -69,8 +67,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}            // NOLINT: implicit by design
-  StatusOr(Status status) : status_(std::move(status)) {}   // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -90,9 +88,9 @@ class [[nodiscard]] StatusOr {
 #define INFERD_CONCAT_INNER(a, b) a##b
 #define INFERD_CONCAT(a, b) INFERD_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::inferd::Status status_macro_ = (expr);   \
+#define RETURN_IF_ERROR(expr)                      \
+  do {                                             \
+    ::inferd::Status status_macro_ = (expr);       \
     if (!status_macro_.ok()) return status_macro_; \
   } while (0)
 
@@ -101,7 +99,6 @@ class [[nodiscard]] StatusOr {
   if (!tmp.ok()) return tmp.status();         \
   lhs = std::move(tmp).value()
 
-#define ASSIGN_OR_RETURN(lhs, expr) \
-  ASSIGN_OR_RETURN_IMPL(INFERD_CONCAT(statusor_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN(lhs, expr) ASSIGN_OR_RETURN_IMPL(INFERD_CONCAT(statusor_, __LINE__), lhs, expr)
 
 }  // namespace inferd

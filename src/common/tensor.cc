@@ -101,7 +101,7 @@ uint16_t FloatToHalf(float value) {
   if (exponent == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mantissa ? 0x200u : 0));
   int32_t half_exponent = static_cast<int32_t>(exponent) - 127 + 15;
   if (half_exponent >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (half_exponent <= 0) {                                              // subnormal or zero
+  if (half_exponent <= 0) {                                               // subnormal or zero
     if (half_exponent < -10) return static_cast<uint16_t>(sign);
     mantissa |= 0x800000u;
     uint32_t shift = static_cast<uint32_t>(14 - half_exponent);

@@ -17,11 +17,9 @@ namespace fs = std::filesystem;
 // Collects the first text-format error with its (1-based) line and column.
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
     if (!first_.empty()) return;
-    first_ = "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " +
-             message;
+    first_ = "line " + std::to_string(line + 1) + ", column " + std::to_string(column + 1) + ": " + message;
   }
   const std::string& first() const { return first_; }
 
@@ -92,22 +90,20 @@ Status ValidateDynamicBatching(const ModelConfig& config, const std::string& fil
   const auto& batching = config.dynamic_batching();
   for (int size : batching.preferred_batch_size()) {
     if (size <= 0 || size > config.max_batch_size()) {
-      return Status::InvalidArgument(Field(file, "dynamic_batching.preferred_batch_size") + ": " +
-                                     std::to_string(size) + " is not in [1, max_batch_size=" +
-                                     std::to_string(config.max_batch_size()) + "]");
+      return Status::InvalidArgument(
+          Field(file, "dynamic_batching.preferred_batch_size") + ": " + std::to_string(size) +
+          " is not in [1, max_batch_size=" + std::to_string(config.max_batch_size()) + "]");
     }
   }
-  if (batching.priority_levels() > 0 &&
-      (batching.default_priority_level() == 0 ||
-       batching.default_priority_level() > batching.priority_levels())) {
+  if (batching.priority_levels() > 0 && (batching.default_priority_level() == 0 ||
+                                         batching.default_priority_level() > batching.priority_levels())) {
     return Status::InvalidArgument(Field(file, "dynamic_batching.default_priority_level") +
                                    ": must be in [1, priority_levels]");
   }
   for (const auto& [level, policy] : batching.priority_queue_policy()) {
     if (level == 0 || level > batching.priority_levels()) {
-      return Status::InvalidArgument(Field(file, "dynamic_batching.priority_queue_policy") +
-                                     ": level " + std::to_string(level) +
-                                     " is not in [1, priority_levels]");
+      return Status::InvalidArgument(Field(file, "dynamic_batching.priority_queue_policy") + ": level " +
+                                     std::to_string(level) + " is not in [1, priority_levels]");
     }
   }
   return Status::Ok();
@@ -137,8 +133,7 @@ void NormalizeModelConfig(ModelConfig* config, const std::string& model_name) {
     if (group.count() == 0) group.set_count(1);
     if (group.name().empty()) group.set_name(config->name());
   }
-  if (config->version_policy().policy_choice_case() ==
-      inference::ModelVersionPolicy::POLICY_CHOICE_NOT_SET) {
+  if (config->version_policy().policy_choice_case() == inference::ModelVersionPolicy::POLICY_CHOICE_NOT_SET) {
     config->mutable_version_policy()->mutable_latest()->set_num_versions(1);
   }
 }
@@ -186,21 +181,36 @@ StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
 
 DataType DataTypeFromConfig(inference::DataType type) {
   switch (type) {
-    case inference::TYPE_BOOL: return DataType::kBool;
-    case inference::TYPE_UINT8: return DataType::kUint8;
-    case inference::TYPE_UINT16: return DataType::kUint16;
-    case inference::TYPE_UINT32: return DataType::kUint32;
-    case inference::TYPE_UINT64: return DataType::kUint64;
-    case inference::TYPE_INT8: return DataType::kInt8;
-    case inference::TYPE_INT16: return DataType::kInt16;
-    case inference::TYPE_INT32: return DataType::kInt32;
-    case inference::TYPE_INT64: return DataType::kInt64;
-    case inference::TYPE_FP16: return DataType::kFp16;
-    case inference::TYPE_FP32: return DataType::kFp32;
-    case inference::TYPE_FP64: return DataType::kFp64;
-    case inference::TYPE_STRING: return DataType::kBytes;
-    case inference::TYPE_BF16: return DataType::kBf16;
-    default: return DataType::kInvalid;
+    case inference::TYPE_BOOL:
+      return DataType::kBool;
+    case inference::TYPE_UINT8:
+      return DataType::kUint8;
+    case inference::TYPE_UINT16:
+      return DataType::kUint16;
+    case inference::TYPE_UINT32:
+      return DataType::kUint32;
+    case inference::TYPE_UINT64:
+      return DataType::kUint64;
+    case inference::TYPE_INT8:
+      return DataType::kInt8;
+    case inference::TYPE_INT16:
+      return DataType::kInt16;
+    case inference::TYPE_INT32:
+      return DataType::kInt32;
+    case inference::TYPE_INT64:
+      return DataType::kInt64;
+    case inference::TYPE_FP16:
+      return DataType::kFp16;
+    case inference::TYPE_FP32:
+      return DataType::kFp32;
+    case inference::TYPE_FP64:
+      return DataType::kFp64;
+    case inference::TYPE_STRING:
+      return DataType::kBytes;
+    case inference::TYPE_BF16:
+      return DataType::kBf16;
+    default:
+      return DataType::kInvalid;
   }
 }
 

@@ -54,7 +54,8 @@ Status InferenceServer::Start() {
 
 bool InferenceServer::IsReady() const { return !draining_.load() && models_.AllReady(); }
 
-StatusOr<std::shared_ptr<ModelVersion>> InferenceServer::FindModel(std::string_view name, int64_t version) const {
+StatusOr<std::shared_ptr<ModelVersion>> InferenceServer::FindModel(std::string_view name,
+                                                                   int64_t version) const {
   return models_.Find(name, version);
 }
 
@@ -108,12 +109,14 @@ void InferenceServer::RunLifecycleTasks() {
 
 void InferenceServer::PostModelControl(std::function<Status()> operation, std::function<void(Status)> done) {
   if (options_.control_mode != ModelControlMode::kExplicit) {
-    return done(Status::FailedPrecondition(
-        "model control is disabled: start inferd with --model-control-mode explicit to load or unload models"));
+    return done(
+        Status::FailedPrecondition("model control is disabled: start inferd with --model-control-mode "
+                                   "explicit to load or unload models"));
   }
   {
     MutexLock lock(&tasks_mu_);
-    if (tasks_.size() >= kMaxLifecycleTasks) return done(Status::Unavailable("too many pending load/unload requests"));
+    if (tasks_.size() >= kMaxLifecycleTasks)
+      return done(Status::Unavailable("too many pending load/unload requests"));
   }
   PostLifecycleTask([operation = std::move(operation), done = std::move(done)] { done(operation()); });
 }

@@ -15,8 +15,9 @@ uint64_t HashCombine(uint64_t seed, uint64_t value) {
 Status CheckDims(const ModelConfig& config, const inference::ModelInput& spec, const Tensor& tensor,
                  bool batching) {
   const size_t offset = batching ? 1 : 0;
-  const std::string expected = (batching ? "[-1," : "[") +
-                               ShapeToString(std::vector<int64_t>(spec.dims().begin(), spec.dims().end())).substr(1);
+  const std::string expected =
+      (batching ? "[-1," : "[") +
+      ShapeToString(std::vector<int64_t>(spec.dims().begin(), spec.dims().end())).substr(1);
   if (tensor.shape.size() != spec.dims().size() + offset) {
     return Status::InvalidArgument(ModelLabel(config) + ": input '" + tensor.name + "' has shape " +
                                    ShapeToString(tensor.shape) + ", expected " + expected);
@@ -34,7 +35,8 @@ Status CheckDims(const ModelConfig& config, const inference::ModelInput& spec, c
 
 Status CheckDataSize(const ModelConfig& config, const Tensor& tensor) {
   auto elements = ElementCount(tensor.shape);
-  if (!elements.ok()) return elements.status().WithPrefix(ModelLabel(config) + ": input '" + tensor.name + "'");
+  if (!elements.ok())
+    return elements.status().WithPrefix(ModelLabel(config) + ": input '" + tensor.name + "'");
   if (tensor.dtype == DataType::kBytes) {
     auto count = CountBytesElements(tensor.data.get(), tensor.byte_size);
     if (!count.ok()) return count.status().WithPrefix(ModelLabel(config) + ": input '" + tensor.name + "'");
@@ -47,10 +49,10 @@ Status CheckDataSize(const ModelConfig& config, const Tensor& tensor) {
   }
   const uint64_t expected = static_cast<uint64_t>(*elements) * DataTypeSize(tensor.dtype);
   if (expected != tensor.byte_size) {
-    return Status::InvalidArgument(ModelLabel(config) + ": input '" + tensor.name + "' has " +
-                                   std::to_string(tensor.byte_size) + " bytes of data but shape " +
-                                   ShapeToString(tensor.shape) + " of " +
-                                   std::string(DataTypeName(tensor.dtype)) + " needs " + std::to_string(expected));
+    return Status::InvalidArgument(
+        ModelLabel(config) + ": input '" + tensor.name + "' has " + std::to_string(tensor.byte_size) +
+        " bytes of data but shape " + ShapeToString(tensor.shape) + " of " +
+        std::string(DataTypeName(tensor.dtype)) + " needs " + std::to_string(expected));
   }
   return Status::Ok();
 }
@@ -63,8 +65,10 @@ void ApplyReshape(const inference::ModelInput& spec, bool batching, Tensor* tens
   int64_t known = 1;
   int unknown_index = -1;
   for (int64_t dim : spec.reshape().shape()) {
-    if (dim == -1) unknown_index = static_cast<int>(shape.size());
-    else known *= dim;
+    if (dim == -1)
+      unknown_index = static_cast<int>(shape.size());
+    else
+      known *= dim;
     shape.push_back(dim);
   }
   if (unknown_index >= 0) {
@@ -101,7 +105,8 @@ StatusOr<ValidatedRequest> ValidateRequest(const ModelConfig& config, std::uniqu
                               [&](const Tensor& t) { return t.name == spec.name(); });
     if (given == request->inputs.end()) {
       if (spec.optional()) continue;
-      return Status::InvalidArgument(ModelLabel(config) + ": required input '" + spec.name() + "' is missing");
+      return Status::InvalidArgument(ModelLabel(config) + ": required input '" + spec.name() +
+                                     "' is missing");
     }
     Tensor& tensor = *given;
     const DataType want = DataTypeFromConfig(spec.data_type());
@@ -115,14 +120,16 @@ StatusOr<ValidatedRequest> ValidateRequest(const ModelConfig& config, std::uniqu
     if (batching) {
       const int64_t this_batch = tensor.shape[0];
       if (this_batch < 1 || this_batch > config.max_batch_size()) {
-        return Status::InvalidArgument(ModelLabel(config) + ": batch size " + std::to_string(this_batch) +
-                                       " of input '" + tensor.name + "' is not in [1, max_batch_size=" +
-                                       std::to_string(config.max_batch_size()) + "]");
+        return Status::InvalidArgument(
+            ModelLabel(config) + ": batch size " + std::to_string(this_batch) + " of input '" + tensor.name +
+            "' is not in [1, max_batch_size=" + std::to_string(config.max_batch_size()) + "]");
       }
-      if (ordered.empty()) batch_size = this_batch;
+      if (ordered.empty())
+        batch_size = this_batch;
       else if (this_batch != batch_size) {
         return Status::InvalidArgument(ModelLabel(config) + ": inputs disagree on the batch size (" +
-                                       std::to_string(batch_size) + " vs " + std::to_string(this_batch) + ")");
+                                       std::to_string(batch_size) + " vs " + std::to_string(this_batch) +
+                                       ")");
       }
     }
     ApplyReshape(spec, batching, &tensor);
@@ -141,7 +148,8 @@ StatusOr<ValidatedRequest> ValidateRequest(const ModelConfig& config, std::uniqu
   if (request->priority > 0 && batching_config.priority_levels() > 0 &&
       request->priority > batching_config.priority_levels()) {
     return Status::InvalidArgument(ModelLabel(config) + ": priority " + std::to_string(request->priority) +
-                                   " is above priority_levels " + std::to_string(batching_config.priority_levels()));
+                                   " is above priority_levels " +
+                                   std::to_string(batching_config.priority_levels()));
   }
   request->inputs = std::move(ordered);
   return ValidatedRequest{std::move(request), batching ? batch_size : 1, shape_key};

@@ -1,9 +1,9 @@
 #include "instances/instance_pool.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <exception>
-
-#include <spdlog/spdlog.h>
 
 #include "instances/batch_io.h"
 
@@ -23,9 +23,9 @@ std::vector<Tensor> SelectOutputs(std::vector<Tensor> outputs, const std::vector
 
 }  // namespace
 
-InstancePool::InstancePool(std::string model_name, int64_t model_version, bool batching,
-                           Scheduler* scheduler, std::vector<std::unique_ptr<Model>> models,
-                           ExecutionObserver observer, const Clock* clock)
+InstancePool::InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
+                           std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer,
+                           const Clock* clock)
     : model_name_(std::move(model_name)),
       model_version_(model_version),
       batching_(batching),
@@ -79,8 +79,10 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
     timings.infer_done = clock_->Now();
     if (status.ok()) {
       auto split = SplitOutputs(outputs, batch_sizes, batching_);
-      if (split.ok()) per_request = std::move(split).value();
-      else status = split.status();
+      if (split.ok())
+        per_request = std::move(split).value();
+      else
+        status = split.status();
     }
   }
   if (timings.infer_done == TimePoint{}) timings.infer_done = timings.input_done;
@@ -88,7 +90,8 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
   observer_({.batch_size = timings.execution_batch_size, .request_count = batch.size(), .ok = status.ok()});
   spdlog::debug("model '{}' v{}: executed {} request(s), batch {}, {} us: {}", model_name_, model_version_,
                 batch.size(), timings.execution_batch_size,
-                NanosBetween(timings.exec_start, timings.output_done) / 1000, status.ok() ? "ok" : status.message());
+                NanosBetween(timings.exec_start, timings.output_done) / 1000,
+                status.ok() ? "ok" : status.message());
 
   for (size_t i = 0; i < batch.size(); ++i) {
     PendingRequest& item = batch[i];

@@ -23,8 +23,7 @@ using ExecutionObserver = std::function<void(const ExecutionReport&)>;
 class InstancePool {
  public:
   InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
-               std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer,
-               const Clock* clock);
+               std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer, const Clock* clock);
   ~InstancePool();  // joins; the scheduler must have been shut down first
   InstancePool(const InstancePool&) = delete;
   InstancePool& operator=(const InstancePool&) = delete;

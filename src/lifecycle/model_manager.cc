@@ -40,7 +40,8 @@ int ModelManager::IntraOpThreads(const ModelConfig& config) const {
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelConfig& config, Backend* backend,
-                                                                  const fs::path& model_dir, int64_t version) {
+                                                                  const fs::path& model_dir,
+                                                                  int64_t version) {
   const fs::path version_dir = model_dir / std::to_string(version);
   std::string file = config.default_model_filename().empty() ? backend->DefaultModelFilename()
                                                              : config.default_model_filename();
@@ -66,12 +67,15 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
   auto backend = backends_->Select(config);
   if (!backend.ok()) return FailModel(source.name, std::move(record), std::move(next), backend.status());
   if (source.versions.empty()) {
-    return FailModel(source.name, std::move(record), std::move(next), Status::NotFound("model '" + source.name + "': no version folder (a positive integer) in " +
-                                   source.dir.string()));
+    return FailModel(source.name, std::move(record), std::move(next),
+                     Status::NotFound("model '" + source.name +
+                                      "': no version folder (a positive integer) in " + source.dir.string()));
   }
   std::vector<int64_t> versions = SelectVersions(config.version_policy(), source.versions);
   if (versions.empty()) {
-    return FailModel(source.name, std::move(record), std::move(next), Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
+    return FailModel(
+        source.name, std::move(record), std::move(next),
+        Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
   }
   const std::string config_bytes = config.SerializeAsString();
   VersionMap loaded;
@@ -156,7 +160,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Find(std::string_view name
   if (version == 0) return model->second.rbegin()->second;
   auto it = model->second.find(version);
   if (it == model->second.end()) {
-    return Status::NotFound("model '" + std::string(name) + "' has no loaded version " + std::to_string(version));
+    return Status::NotFound("model '" + std::string(name) + "' has no loaded version " +
+                            std::to_string(version));
   }
   return it->second;
 }

@@ -57,8 +57,8 @@ class ModelManager {
   using ServingTable = std::map<std::string, VersionMap, std::less<>>;
 
   struct ModelRecord {
-    bool wanted = false;              // should be loaded
-    Status error;                     // model-level error (config, versions, backend)
+    bool wanted = false;  // should be loaded
+    Status error;         // model-level error (config, versions, backend)
     std::map<int64_t, std::string> failed_versions;
   };
 
@@ -68,7 +68,8 @@ class ModelManager {
                                                       int64_t version);
   void Publish(ServingTable table) REQUIRES(write_mu_);
   // Records a model-level failure and publishes `next` (which keeps any versions still serving).
-  Status FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error) REQUIRES(write_mu_);
+  Status FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error)
+      REQUIRES(write_mu_);
   int IntraOpThreads(const ModelConfig& config) const;
 
   const Options options_;

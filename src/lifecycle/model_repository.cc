@@ -31,16 +31,18 @@ std::map<std::string, ModelSource> ScanRepositories(const std::vector<fs::path>&
       const std::string name = entry.path().filename().string();
       if (!entry.is_directory() || name.starts_with(".")) continue;
       if (models.contains(name)) {
-        models[name].status = Status::InvalidArgument("model '" + name + "' appears in more than one repository (" +
-                                                      models[name].dir.string() + ", " +
-                                                      entry.path().string() + ")");
+        models[name].status =
+            Status::InvalidArgument("model '" + name + "' appears in more than one repository (" +
+                                    models[name].dir.string() + ", " + entry.path().string() + ")");
         models[name].config.reset();
         continue;
       }
       ModelSource source{.name = name, .dir = entry.path()};
       auto config = LoadModelConfig(entry.path());
-      if (config.ok()) source.config = std::move(config).value();
-      else source.status = config.status();
+      if (config.ok())
+        source.config = std::move(config).value();
+      else
+        source.status = config.status();
       source.versions = ListVersionFolders(entry.path());
       models[name] = std::move(source);
     }

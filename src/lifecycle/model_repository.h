@@ -17,9 +17,9 @@ namespace inferd {
 struct ModelSource {
   std::string name;
   std::filesystem::path dir;
-  Status status;                     // why the model cannot be loaded, if it cannot
+  Status status;                      // why the model cannot be loaded, if it cannot
   std::optional<ModelConfig> config;  // set when config.pbtxt parsed and validated
-  std::vector<int64_t> versions;     // numbered version folders present, ascending
+  std::vector<int64_t> versions;      // numbered version folders present, ascending
 };
 
 // Scans every repository; a model name found in two repositories is an error for that name.

@@ -95,19 +95,18 @@ void ModelVersion::StopAndDrain() {
   if (instances_) instances_->Join();
 }
 
-void ModelVersion::CancelQueued() {
-  scheduler_->CancelQueued(Status::Cancelled("server is shutting down"));
-}
+void ModelVersion::CancelQueued() { scheduler_->CancelQueued(Status::Cancelled("server is shutting down")); }
 
 Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
       .request = std::move(validated.request),
-      .done = [this, batch_size, ticket, done = std::move(done)](StatusOr<InferResponse> result,
-                                                                 const RequestTimings& timings) mutable {
-        OnComplete(std::move(result), timings, batch_size, ticket, done);
-      },
+      .done =
+          [this, batch_size, ticket, done = std::move(done)](StatusOr<InferResponse> result,
+                                                             const RequestTimings& timings) mutable {
+            OnComplete(std::move(result), timings, batch_size, ticket, done);
+          },
       .batch_size = batch_size,
       .shape_key = validated.shape_key,
   };
@@ -144,15 +143,20 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
   } else {
     stats_.fail.Add(total_ns);
     switch (result.status().code()) {
-      case StatusCode::kDeadlineExceeded: metrics_.timeout->Increment(); break;
-      case StatusCode::kCancelled: metrics_.cancelled->Increment(); break;
-      default: metrics_.failed->Increment(); break;
+      case StatusCode::kDeadlineExceeded:
+        metrics_.timeout->Increment();
+        break;
+      case StatusCode::kCancelled:
+        metrics_.cancelled->Increment();
+        break;
+      default:
+        metrics_.failed->Increment();
+        break;
     }
   }
   if (!orderer_) return done(std::move(result));
-  orderer_->Complete(ticket, [done = std::move(done), result = std::move(result)]() mutable {
-    done(std::move(result));
-  });
+  orderer_->Complete(
+      ticket, [done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
 }
 
 void ModelVersion::OnExecution(const ExecutionReport& report) {

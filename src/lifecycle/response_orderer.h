@@ -25,7 +25,7 @@ class ResponseOrderer {
   uint64_t next_ticket_ GUARDED_BY(mu_) = 0;
   uint64_t next_delivery_ GUARDED_BY(mu_) = 0;
   std::map<uint64_t, std::function<void()>> ready_ GUARDED_BY(mu_);  // completed, waiting their turn
-  bool delivering_ GUARDED_BY(mu_) = false;  // one thread delivers at a time
+  bool delivering_ GUARDED_BY(mu_) = false;                          // one thread delivers at a time
 };
 
 }  // namespace inferd

@@ -51,7 +51,8 @@ StatusOr<ExecutionBatch> BuildWarmupBatch(const ModelConfig& config, const infer
   batch.batch_size = batch_size;
   for (const auto& [name, input] : sample.inputs()) {
     const DataType dtype = DataTypeFromConfig(input.data_type());
-    if (dtype == DataType::kInvalid) return Status::InvalidArgument(where + ": input '" + name + "' has no data_type");
+    if (dtype == DataType::kInvalid)
+      return Status::InvalidArgument(where + ": input '" + name + "' has no data_type");
     Shape shape(input.dims().begin(), input.dims().end());
     if (config.max_batch_size() > 0) shape.insert(shape.begin(), batch_size);
     auto elements = ElementCount(shape);

@@ -39,9 +39,12 @@ std::string FormatNumber(double value) {
 
 const char* TypeName(MetricsRegistry::Type type) {
   switch (type) {
-    case MetricsRegistry::Type::kCounter: return "counter";
-    case MetricsRegistry::Type::kGauge: return "gauge";
-    case MetricsRegistry::Type::kHistogram: return "histogram";
+    case MetricsRegistry::Type::kCounter:
+      return "counter";
+    case MetricsRegistry::Type::kGauge:
+      return "gauge";
+    case MetricsRegistry::Type::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }

@@ -24,8 +24,7 @@ size_t TrimToPreferred(std::span<const PendingView> pending, size_t count, const
 
 }  // namespace
 
-BatchDecision DecideBatch(std::span<const PendingView> pending, const BatchingRules& rules,
-                          TimePoint now) {
+BatchDecision DecideBatch(std::span<const PendingView> pending, const BatchingRules& rules, TimePoint now) {
   if (pending.empty()) return {};
   if (!rules.dynamic || rules.max_batch_size <= 0) return {.count = 1};
 

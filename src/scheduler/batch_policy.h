@@ -13,16 +13,16 @@
 namespace inferd {
 
 struct BatchingRules {
-  bool dynamic = false;         // dynamic_batching present in the config
-  int64_t max_batch_size = 0;   // 0: the model does not batch; one request per execution
+  bool dynamic = false;                  // dynamic_batching present in the config
+  int64_t max_batch_size = 0;            // 0: the model does not batch; one request per execution
   std::vector<int64_t> preferred_sizes;  // ascending; may be empty
   Nanos max_queue_delay{0};
 };
 
 // What the policy needs to know about one queued request.
 struct PendingView {
-  int64_t batch_size = 1;   // the request's dim 0 (1 when the model does not batch)
-  uint64_t shape_key = 0;   // equal keys <=> equal non-batch dims and dtypes: only those merge
+  int64_t batch_size = 1;  // the request's dim 0 (1 when the model does not batch)
+  uint64_t shape_key = 0;  // equal keys <=> equal non-batch dims and dtypes: only those merge
   TimePoint enqueued{};
 };
 
@@ -32,7 +32,6 @@ struct BatchDecision {
 };
 
 // `pending` is in service order (priority, then arrival).
-BatchDecision DecideBatch(std::span<const PendingView> pending, const BatchingRules& rules,
-                          TimePoint now);
+BatchDecision DecideBatch(std::span<const PendingView> pending, const BatchingRules& rules, TimePoint now);
 
 }  // namespace inferd

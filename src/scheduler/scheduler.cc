@@ -6,7 +6,9 @@
 namespace inferd {
 
 Scheduler::Scheduler(SchedulerOptions options, const Clock* clock)
-    : options_(std::move(options)), level_count_(std::max<uint32_t>(1, options_.priority_levels)), clock_(clock) {
+    : options_(std::move(options)),
+      level_count_(std::max<uint32_t>(1, options_.priority_levels)),
+      clock_(clock) {
   MutexLock lock(&mu_);
   levels_.resize(level_count_);
 }
@@ -20,9 +22,8 @@ uint32_t Scheduler::LevelOf(const InferRequest& request) const {
 
 Status Scheduler::Enqueue(PendingRequest& pending) {
   const uint32_t level = LevelOf(*pending.request);
-  const QueuePolicy& policy = options_.level_policies.empty()
-                                  ? QueuePolicy{}
-                                  : options_.level_policies[level - 1];
+  const QueuePolicy& policy =
+      options_.level_policies.empty() ? QueuePolicy{} : options_.level_policies[level - 1];
   // As in Triton, a request's own timeout counts only when the policy allows overrides, and it
   // may shorten the default but not extend it.
   Nanos timeout = policy.default_timeout;
@@ -106,9 +107,9 @@ std::vector<PendingRequest> Scheduler::NextBatch() {
       for (auto& item : rejected) {
         RequestTimings timings{.enqueued = item.enqueued};
         CompletionFn done = std::move(item.done);
-        done(Status::DeadlineExceeded("request timed out in the queue of model '" +
-                                           item.request->model_name + "'"),
-                  timings);
+        done(Status::DeadlineExceeded("request timed out in the queue of model '" + item.request->model_name +
+                                      "'"),
+             timings);
       }
       rejected.clear();
       lock.Lock();

@@ -52,7 +52,7 @@ struct QueuePolicy {
 
 struct SchedulerOptions {
   BatchingRules rules;
-  uint32_t priority_levels = 1;   // levels are 1..priority_levels; 1 runs first
+  uint32_t priority_levels = 1;  // levels are 1..priority_levels; 1 runs first
   uint32_t default_priority = 1;
   std::vector<QueuePolicy> level_policies;  // index level-1; size priority_levels
 };

@@ -1,8 +1,8 @@
 // inferd: one binary, subcommands. Only `serve` exists so far; the CLI is thin and every flag is
 // declared once, with its help, default and INFERD_* environment variable.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <thread>
 

@@ -14,16 +14,20 @@
 namespace inferd {
 
 void AddServeFlags(CLI::App* command, ServeFlags* flags) {
-  command->add_option("--model-repository", flags->model_repositories,
-                      "Model repository folder (<model>/config.pbtxt, <model>/<version>/...); repeatable")
+  command
+      ->add_option("--model-repository", flags->model_repositories,
+                   "Model repository folder (<model>/config.pbtxt, <model>/<version>/...); repeatable")
       ->required()
       ->envname("INFERD_MODEL_REPOSITORY");
-  command->add_option("--model-control-mode", flags->model_control_mode,
-                      "none: load every model at start; explicit: load/unload through the repository API")
+  command
+      ->add_option("--model-control-mode", flags->model_control_mode,
+                   "none: load every model at start; explicit: load/unload through the repository API")
       ->check(CLI::IsMember({"none", "explicit"}))
       ->capture_default_str()
       ->envname("INFERD_MODEL_CONTROL_MODE");
-  command->add_option("--load-model", flags->load_models, "In explicit mode, a model to load at start; repeatable")
+  command
+      ->add_option("--load-model", flags->load_models,
+                   "In explicit mode, a model to load at start; repeatable")
       ->envname("INFERD_LOAD_MODEL");
   command->add_option("--http-address", flags->http_address, "Address the HTTP and metrics ports bind to")
       ->capture_default_str()
@@ -34,21 +38,26 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
   command->add_option("--metrics-port", flags->metrics_port, "Prometheus /metrics port")
       ->capture_default_str()
       ->envname("INFERD_METRICS_PORT");
-  command->add_option("--http-threads", flags->http_threads, "I/O threads parsing and writing HTTP (never run models)")
+  command
+      ->add_option("--http-threads", flags->http_threads,
+                   "I/O threads parsing and writing HTTP (never run models)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str()
       ->envname("INFERD_HTTP_THREADS");
-  command->add_option("--threads", flags->threads,
-                      "Cores given to inference, divided among model instances (0: all cores)")
+  command
+      ->add_option("--threads", flags->threads,
+                   "Cores given to inference, divided among model instances (0: all cores)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str()
       ->envname("INFERD_THREADS");
-  command->add_option("--http-max-body-bytes", flags->http_max_body_bytes,
-                      "Largest accepted request body; larger ones get HTTP 413")
+  command
+      ->add_option("--http-max-body-bytes", flags->http_max_body_bytes,
+                   "Largest accepted request body; larger ones get HTTP 413")
       ->capture_default_str()
       ->envname("INFERD_HTTP_MAX_BODY_BYTES");
-  command->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
-                      "On SIGTERM, how long to wait for in-flight requests before exiting")
+  command
+      ->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
+                   "On SIGTERM, how long to wait for in-flight requests before exiting")
       ->capture_default_str()
       ->envname("INFERD_EXIT_TIMEOUT_SECS");
   command->add_flag("--log-verbose", flags->log_verbose, "Log debug detail")->envname("INFERD_LOG_VERBOSE");
@@ -74,16 +83,20 @@ int RunServe(const ServeFlags& flags) {
 
   ServerOptions options;
   for (const auto& path : flags.model_repositories) options.repositories.emplace_back(path);
-  options.control_mode = flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit : ModelControlMode::kNone;
+  options.control_mode =
+      flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit : ModelControlMode::kNone;
   options.startup_models = flags.load_models;
-  options.threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads =
+      flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   InferenceServer server(options);
   if (Status status = server.Start(); !status.ok()) {
     spdlog::critical("{}", status.message());
     return 1;
   }
-  HttpServer http({.address = flags.http_address, .port = flags.http_port, .io_threads = flags.http_threads,
+  HttpServer http({.address = flags.http_address,
+                   .port = flags.http_port,
+                   .io_threads = flags.http_threads,
                    .max_body_bytes = flags.http_max_body_bytes},
                   MakeKServeHandler(&server));
   HttpServer metrics({.address = flags.http_address, .port = flags.metrics_port, .io_threads = 1},
@@ -113,7 +126,8 @@ int RunServe(const ServeFlags& flags) {
   // queued callback may outlive the HTTP connections it references.
   server.Shutdown();
   // Let the I/O threads write the last answers out.
-  if (!http.WaitForIdle(std::chrono::seconds(2))) spdlog::warn("some answers could not be written before exit");
+  if (!http.WaitForIdle(std::chrono::seconds(2)))
+    spdlog::warn("some answers could not be written before exit");
   http.Stop();
   metrics.Stop();
   spdlog::info("inferd stopped");

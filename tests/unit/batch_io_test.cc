@@ -19,7 +19,10 @@ Tensor BytesTensor(const std::string& name, const std::vector<std::string>& item
     storage->append(reinterpret_cast<char*>(&n), 4);
     *storage += s;
   }
-  return {name, DataType::kBytes, {static_cast<int64_t>(items.size())}, AliasData(storage, storage->data()),
+  return {name,
+          DataType::kBytes,
+          {static_cast<int64_t>(items.size())},
+          AliasData(storage, storage->data()),
           storage->size()};
 }
 

@@ -8,7 +8,9 @@ namespace {
 const TimePoint kStart = TimePoint(std::chrono::seconds(100));
 
 BatchingRules Rules(int64_t max, std::vector<int64_t> preferred = {}, int64_t delay_us = 0) {
-  return {.dynamic = true, .max_batch_size = max, .preferred_sizes = std::move(preferred),
+  return {.dynamic = true,
+          .max_batch_size = max,
+          .preferred_sizes = std::move(preferred),
           .max_queue_delay = Micros(delay_us)};
 }
 

@@ -33,8 +33,11 @@ ModelConfig AddSubConfig(inference::DataType type, const std::string& cost = "")
 template <typename T>
 Tensor Make(const std::string& name, std::vector<T> values) {
   auto storage = std::make_shared<std::vector<T>>(std::move(values));
-  return {name, sizeof(T) == 4 && std::is_floating_point_v<T> ? DataType::kFp32 : DataType::kInt32,
-          {1, static_cast<int64_t>(storage->size())}, AliasData(storage, storage->data()), storage->size() * sizeof(T)};
+  return {name,
+          sizeof(T) == 4 && std::is_floating_point_v<T> ? DataType::kFp32 : DataType::kInt32,
+          {1, static_cast<int64_t>(storage->size())},
+          AliasData(storage, storage->data()),
+          storage->size() * sizeof(T)};
 }
 
 TEST(CostTest, Parses) {

@@ -7,7 +7,8 @@
 namespace inferd {
 namespace {
 
-StatusOr<ParsedInferRequest> Parse(const std::string& body, std::optional<size_t> json_length = std::nullopt) {
+StatusOr<ParsedInferRequest> Parse(const std::string& body,
+                                   std::optional<size_t> json_length = std::nullopt) {
   return ParseInferRequest(std::make_shared<const std::string>(body), json_length);
 }
 
@@ -18,7 +19,9 @@ std::string ErrorOf(const std::string& body, std::optional<size_t> json_length =
 
 TEST(KServeCodecTest, ParsesNestedAndFlatData) {
   for (const char* data : {"[[1,2,3],[4,5,6]]", "[1,2,3,4,5,6]"}) {
-    auto parsed = Parse(std::string(R"({"id":"r1","inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":)") + data + "}]}");
+    auto parsed =
+        Parse(std::string(R"({"id":"r1","inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":)") +
+              data + "}]}");
     ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
     const Tensor& x = parsed->request->inputs[0];
     EXPECT_EQ(parsed->request->id, "r1");
@@ -34,11 +37,12 @@ TEST(KServeCodecTest, ParsesEveryDatatype) {
     const char* data;
     size_t bytes;
   };
-  for (const Case& c : {Case{"BOOL", "[true,false]", 2}, Case{"UINT8", "[0,255]", 2}, Case{"UINT16", "[1,65535]", 4},
-                        Case{"UINT32", "[1,2]", 8}, Case{"UINT64", "[1,18446744073709551615]", 16},
-                        Case{"INT8", "[-128,127]", 2}, Case{"INT16", "[-1,1]", 4}, Case{"INT32", "[-5,5]", 8},
-                        Case{"INT64", "[-9223372036854775808,1]", 16}, Case{"FP16", "[1.5,-2]", 4},
-                        Case{"BF16", "[1.5,-2]", 4}, Case{"FP32", "[1.5,-2]", 8}, Case{"FP64", "[1.5,-2]", 16}}) {
+  for (const Case& c :
+       {Case{"BOOL", "[true,false]", 2}, Case{"UINT8", "[0,255]", 2}, Case{"UINT16", "[1,65535]", 4},
+        Case{"UINT32", "[1,2]", 8}, Case{"UINT64", "[1,18446744073709551615]", 16},
+        Case{"INT8", "[-128,127]", 2}, Case{"INT16", "[-1,1]", 4}, Case{"INT32", "[-5,5]", 8},
+        Case{"INT64", "[-9223372036854775808,1]", 16}, Case{"FP16", "[1.5,-2]", 4},
+        Case{"BF16", "[1.5,-2]", 4}, Case{"FP32", "[1.5,-2]", 8}, Case{"FP64", "[1.5,-2]", 16}}) {
     auto parsed = Parse(std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":")") + c.type +
                         "\",\"data\":" + c.data + "}]}");
     ASSERT_TRUE(parsed.ok()) << c.type << ": " << parsed.status().ToString();
@@ -47,11 +51,15 @@ TEST(KServeCodecTest, ParsesEveryDatatype) {
 }
 
 TEST(KServeCodecTest, RejectsOutOfRangeAndWrongTypes) {
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]})").find("not a valid UINT8"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]})")
+                .find("not a valid UINT8"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[-129]}]})"), "");
   EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["a"]}]})"), "");
   EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})"), "");
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FLOAT","data":[1]}]})").find("unknown datatype"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FLOAT","data":[1]}]})")
+                .find("unknown datatype"),
+            std::string::npos);
 }
 
 TEST(KServeCodecTest, ParsesBytes) {
@@ -65,12 +73,21 @@ TEST(KServeCodecTest, ClearErrorsForBadBodies) {
   EXPECT_NE(ErrorOf("[1,2]").find("must be a JSON object"), std::string::npos);
   EXPECT_NE(ErrorOf("{}").find("'inputs'"), std::string::npos);
   EXPECT_NE(ErrorOf(R"({"inputs":[]})").find("empty"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})").find("needs 3 elements, data has 2"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1,2]}]})").find("more elements"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})").find("non-negative"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})")
+                .find("needs 3 elements, data has 2"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1,2]}]})")
+                .find("more elements"),
+            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})").find("non-negative"),
+      std::string::npos);
   // A huge shape is refused before any allocation.
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[100000000000],"datatype":"FP32","data":[1]}]})").find("too large"), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})").find("needs 'data'"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[100000000000],"datatype":"FP32","data":[1]}]})")
+                .find("too large"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})").find("needs 'data'"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]} trailing)"), "");
 }
 
@@ -78,8 +95,9 @@ std::string Binary(const std::string& json, const std::string& tail) { return js
 
 TEST(KServeCodecTest, BinaryInputsPointIntoTheBodyWhenAligned) {
   for (size_t padding = 0; padding < 4; ++padding) {
-    const std::string json = R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]})" +
-                             std::string(padding, ' ');
+    const std::string json =
+        R"({"inputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}]})" +
+        std::string(padding, ' ');
     float value = 3.5f;
     // std::string storage is at least 8-byte aligned, so the offset alone decides alignment.
     auto body = std::make_shared<const std::string>(json + std::string(reinterpret_cast<char*>(&value), 4));
@@ -94,9 +112,10 @@ TEST(KServeCodecTest, BinaryInputsPointIntoTheBodyWhenAligned) {
 }
 
 TEST(KServeCodecTest, BinaryInputsAndOutputEncoding) {
-  const std::string json = R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}},)"
-                           R"({"name":"b","shape":[1],"datatype":"INT32","data":[7]}],)"
-                           R"("outputs":[{"name":"o","parameters":{"binary_data":true}}]})";
+  const std::string json =
+      R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}},)"
+      R"({"name":"b","shape":[1],"datatype":"INT32","data":[7]}],)"
+      R"("outputs":[{"name":"o","parameters":{"binary_data":true}}]})";
   float values[2] = {1.5f, 2.5f};
   std::string tail(reinterpret_cast<char*>(values), 8);
   auto body = std::make_shared<const std::string>(Binary(json, tail));
@@ -109,8 +128,10 @@ TEST(KServeCodecTest, BinaryInputsAndOutputEncoding) {
 }
 
 TEST(KServeCodecTest, BinaryLengthErrors) {
-  const std::string json = R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
-  EXPECT_NE(ErrorOf(json + std::string(8, '\0'), json.size() + 100).find("larger than the body"), std::string::npos);
+  const std::string json =
+      R"({"inputs":[{"name":"a","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
+  EXPECT_NE(ErrorOf(json + std::string(8, '\0'), json.size() + 100).find("larger than the body"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(json + std::string(4, '\0'), json.size()).find("exceeds"), std::string::npos);
   EXPECT_NE(ErrorOf(json + std::string(12, '\0'), json.size()).find("not claimed"), std::string::npos);
 }
@@ -122,15 +143,21 @@ TEST(KServeCodecTest, RequestParameters) {
   EXPECT_EQ(parsed->request->priority, 2u);
   EXPECT_EQ(parsed->request->timeout_us, 500u);
   EXPECT_TRUE(parsed->encoding.IsBinary("anything"));
-  EXPECT_NE(ErrorOf(R"({"parameters":{"priority":-1},"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})"), "");
+  EXPECT_NE(
+      ErrorOf(
+          R"({"parameters":{"priority":-1},"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})"),
+      "");
 }
 
 TEST(KServeCodecTest, EncodesJsonAndBinaryOutputs) {
   auto storage = std::make_shared<std::vector<float>>(std::vector<float>{1.5f, -2});
-  InferResponse response{"m", 3, "req", {{"y", DataType::kFp32, {1, 2}, AliasData(storage, storage->data()), 8}}};
+  InferResponse response{
+      "m", 3, "req", {{"y", DataType::kFp32, {1, 2}, AliasData(storage, storage->data()), 8}}};
   EncodedResponse json = EncodeInferResponse(response, {});
   EXPECT_FALSE(json.json_length.has_value());
-  EXPECT_EQ(json.body, R"({"model_name":"m","model_version":"3","id":"req","outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"data":[1.5,-2.0]}]})");
+  EXPECT_EQ(
+      json.body,
+      R"({"model_name":"m","model_version":"3","id":"req","outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"data":[1.5,-2.0]}]})");
   EncodedResponse binary = EncodeInferResponse(response, {.binary_by_default = true});
   ASSERT_TRUE(binary.json_length.has_value());
   EXPECT_EQ(binary.body.size(), *binary.json_length + 8);

@@ -20,7 +20,8 @@ TEST(MetricsRegistryTest, RendersPrometheusText) {
   std::string text = registry.RenderText();
   EXPECT_NE(text.find("# TYPE x_total counter"), std::string::npos);
   EXPECT_NE(text.find("x_total{model=\"m\\\"1\"} 3\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("lat_seconds_bucket{model=\"m\",le=\"0.10000000000000001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("lat_seconds_bucket{model=\"m\",le=\"0.10000000000000001\"} 1\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("lat_seconds_bucket{model=\"m\",le=\"1\"} 2\n"), std::string::npos);
   EXPECT_NE(text.find("lat_seconds_bucket{model=\"m\",le=\"+Inf\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("lat_seconds_count{model=\"m\"} 3\n"), std::string::npos);

@@ -34,7 +34,8 @@ TEST(ModelConfigTest, ParsesTritonFields) {
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->max_batch_size(), 8);
   EXPECT_EQ(config->dynamic_batching().preferred_batch_size_size(), 2);
-  EXPECT_EQ(config->dynamic_batching().default_queue_policy().timeout_action(), inference::ModelQueuePolicy::DELAY);
+  EXPECT_EQ(config->dynamic_batching().default_queue_policy().timeout_action(),
+            inference::ModelQueuePolicy::DELAY);
   EXPECT_EQ(InstanceCount(*config), 2);
   EXPECT_EQ(*ConfigParameter(*config, "cost"), "fixed_us=1");
   EXPECT_FALSE(ConfigParameter(*config, "nope").has_value());
@@ -54,7 +55,9 @@ TEST(ModelConfigTest, RejectsBadDims) {
       "backend: \"identity\" max_batch_size: 1 input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 0 ] } ]");
   ASSERT_FALSE(config.ok());
   EXPECT_NE(config.status().message().find("input 'A'"), std::string::npos);
-  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" input [ { name: \"A\" data_type: TYPE_FP32 dims: [ -2 ] } ]").ok());
+  EXPECT_FALSE(
+      ParseAndValidate("backend: \"identity\" input [ { name: \"A\" data_type: TYPE_FP32 dims: [ -2 ] } ]")
+          .ok());
   // max_batch_size 0 needs explicit dims
   EXPECT_FALSE(ParseAndValidate("backend: \"identity\" input [ { name: \"A\" data_type: TYPE_FP32 } ]").ok());
 }
@@ -71,11 +74,14 @@ TEST(ModelConfigTest, RejectsDuplicateNamesAndNegativeBatch) {
 }
 
 TEST(ModelConfigTest, RejectsPreferredSizeAboveMax) {
-  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }").ok());
+  EXPECT_FALSE(
+      ParseAndValidate("backend: \"identity\" max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }")
+          .ok());
 }
 
 TEST(ModelConfigTest, MissingDataTypeAndBackend) {
-  EXPECT_FALSE(ParseAndValidate("backend: \"identity\" max_batch_size: 1 input [ { name: \"A\" dims: [1] } ]").ok());
+  EXPECT_FALSE(
+      ParseAndValidate("backend: \"identity\" max_batch_size: 1 input [ { name: \"A\" dims: [1] } ]").ok());
   EXPECT_FALSE(ParseAndValidate("max_batch_size: 1").ok());
 }
 

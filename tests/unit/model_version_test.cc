@@ -30,7 +30,8 @@ TEST(ResponseOrdererTest, DeliversInTicketOrder) {
 class SleepyModel final : public Model {
  public:
   Status Execute(const ExecutionBatch& batch, std::vector<Tensor>* outputs) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(batch.inputs[0].values<float>()[0])));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(static_cast<int>(batch.inputs[0].values<float>()[0])));
     Tensor out = batch.inputs[0];
     out.name = "OUT";
     outputs->push_back(out);

@@ -13,7 +13,8 @@ input [ { name: "A" data_type: TYPE_FP32 dims: [ -1, 2 ] },
         { name: "C" data_type: TYPE_FP32 dims: [ 1 ] optional: true } ]
 output [ { name: "OA" data_type: TYPE_FP32 dims: [ -1, 2 ] } ]
 dynamic_batching { priority_levels: 2 default_priority_level: 1 }
-)", "t");
+)",
+                                     "t");
   config->set_max_batch_size(max_batch);
   return *config;
 }
@@ -38,20 +39,23 @@ std::string Error(const ModelConfig& config, std::vector<Tensor> inputs) {
 
 TEST(RequestValidationTest, AcceptsReordersAndReshapes) {
   auto config = Config(4);
-  auto result = ValidateRequest(config, Request({Zeros("B", DataType::kInt32, {2, 3}),
-                                                 Zeros("A", DataType::kFp32, {2, 5, 2})}));
+  auto result = ValidateRequest(
+      config, Request({Zeros("B", DataType::kInt32, {2, 3}), Zeros("A", DataType::kFp32, {2, 5, 2})}));
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   EXPECT_EQ(result->batch_size, 2);
   ASSERT_EQ(result->request->inputs.size(), 2u);
-  EXPECT_EQ(result->request->inputs[0].name, "A");  // config order
+  EXPECT_EQ(result->request->inputs[0].name, "A");                // config order
   EXPECT_EQ(result->request->inputs[1].shape, (Shape{2, 3, 1}));  // reshaped
 }
 
 TEST(RequestValidationTest, ShapeKeyDiffersForDifferentNonBatchDims) {
   auto config = Config(4);
-  auto one = ValidateRequest(config, Request({Zeros("A", DataType::kFp32, {1, 5, 2}), Zeros("B", DataType::kInt32, {1, 3})}));
-  auto two = ValidateRequest(config, Request({Zeros("A", DataType::kFp32, {3, 5, 2}), Zeros("B", DataType::kInt32, {3, 3})}));
-  auto other = ValidateRequest(config, Request({Zeros("A", DataType::kFp32, {1, 6, 2}), Zeros("B", DataType::kInt32, {1, 3})}));
+  auto one = ValidateRequest(
+      config, Request({Zeros("A", DataType::kFp32, {1, 5, 2}), Zeros("B", DataType::kInt32, {1, 3})}));
+  auto two = ValidateRequest(
+      config, Request({Zeros("A", DataType::kFp32, {3, 5, 2}), Zeros("B", DataType::kInt32, {3, 3})}));
+  auto other = ValidateRequest(
+      config, Request({Zeros("A", DataType::kFp32, {1, 6, 2}), Zeros("B", DataType::kInt32, {1, 3})}));
   EXPECT_EQ(one->shape_key, two->shape_key);
   EXPECT_NE(one->shape_key, other->shape_key);
 }
@@ -59,14 +63,19 @@ TEST(RequestValidationTest, ShapeKeyDiffersForDifferentNonBatchDims) {
 TEST(RequestValidationTest, RejectsBadRequestsWithClearMessages) {
   auto config = Config(4);
   auto b = [] { return Zeros("B", DataType::kInt32, {1, 3}); };
-  EXPECT_NE(Error(config, {Zeros("Z", DataType::kFp32, {1, 1}), b()}).find("no input named 'Z'"), std::string::npos);
+  EXPECT_NE(Error(config, {Zeros("Z", DataType::kFp32, {1, 1}), b()}).find("no input named 'Z'"),
+            std::string::npos);
   EXPECT_NE(Error(config, {b()}).find("required input 'A' is missing"), std::string::npos);
-  EXPECT_NE(Error(config, {Zeros("A", DataType::kFp64, {1, 1, 2}), b()}).find("expected FP32"), std::string::npos);
-  EXPECT_NE(Error(config, {Zeros("A", DataType::kFp32, {1, 1, 3}), b()}).find("expected [-1,-1,2]"), std::string::npos);
+  EXPECT_NE(Error(config, {Zeros("A", DataType::kFp64, {1, 1, 2}), b()}).find("expected FP32"),
+            std::string::npos);
+  EXPECT_NE(Error(config, {Zeros("A", DataType::kFp32, {1, 1, 3}), b()}).find("expected [-1,-1,2]"),
+            std::string::npos);
   EXPECT_NE(Error(config, {Zeros("A", DataType::kFp32, {5, 1, 2}), Zeros("B", DataType::kInt32, {5, 3})})
-                .find("max_batch_size=4"), std::string::npos);
+                .find("max_batch_size=4"),
+            std::string::npos);
   EXPECT_NE(Error(config, {Zeros("A", DataType::kFp32, {2, 1, 2}), b()}).find("disagree"), std::string::npos);
-  EXPECT_NE(Error(config, {Zeros("A", DataType::kFp32, {1, 1, 2}), b(), b()}).find("given twice"), std::string::npos);
+  EXPECT_NE(Error(config, {Zeros("A", DataType::kFp32, {1, 1, 2}), b(), b()}).find("given twice"),
+            std::string::npos);
   Tensor short_data = Zeros("A", DataType::kFp32, {1, 1, 2});
   short_data.byte_size -= 4;
   EXPECT_NE(Error(config, {short_data, b()}).find("bytes of data"), std::string::npos);

@@ -13,8 +13,8 @@ struct Outcome {
   std::atomic<int> deadline{0};
 };
 
-PendingRequest MakePending(const std::string& id, Outcome* outcome, uint32_t priority = 0, uint64_t timeout_us = 0,
-                           int64_t batch = 1, uint64_t key = 7) {
+PendingRequest MakePending(const std::string& id, Outcome* outcome, uint32_t priority = 0,
+                           uint64_t timeout_us = 0, int64_t batch = 1, uint64_t key = 7) {
   auto request = std::make_unique<InferRequest>();
   request->model_name = "m";
   request->id = id;
@@ -25,8 +25,10 @@ PendingRequest MakePending(const std::string& id, Outcome* outcome, uint32_t pri
   pending.batch_size = batch;
   pending.shape_key = key;
   pending.done = [outcome](StatusOr<InferResponse> result, const RequestTimings&) {
-    if (result.ok()) outcome->ok++;
-    else if (result.status().code() == StatusCode::kDeadlineExceeded) outcome->deadline++;
+    if (result.ok())
+      outcome->ok++;
+    else if (result.status().code() == StatusCode::kDeadlineExceeded)
+      outcome->deadline++;
   };
   return pending;
 }
@@ -82,7 +84,8 @@ TEST(SchedulerTest, HigherPriorityLevelRunsFirst) {
   ManualClock clock;
   Scheduler scheduler(Options(1, 0, /*levels=*/3), &clock);
   Outcome outcome;
-  for (auto [id, priority] : std::vector<std::pair<std::string, uint32_t>>{{"low", 3}, {"mid", 2}, {"high", 1}, {"default", 0}}) {
+  for (auto [id, priority] :
+       std::vector<std::pair<std::string, uint32_t>>{{"low", 3}, {"mid", 2}, {"high", 1}, {"default", 0}}) {
     auto pending = MakePending(id, &outcome, priority);
     ASSERT_TRUE(scheduler.Enqueue(pending).ok());
   }

@@ -36,7 +36,7 @@ TEST(BytesTest, CountsLengthPrefixedElements) {
   auto* bytes = reinterpret_cast<const uint8_t*>(data.data());
   EXPECT_EQ(*CountBytesElements(bytes, data.size()), 3);
   EXPECT_FALSE(CountBytesElements(bytes, data.size() - 1).ok());  // last element truncated
-  EXPECT_FALSE(CountBytesElements(bytes, 2).ok());                 // truncated length
+  EXPECT_FALSE(CountBytesElements(bytes, 2).ok());                // truncated length
 }
 
 TEST(HalfTest, ConvertsExactValuesAndRounds) {

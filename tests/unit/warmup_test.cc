@@ -1,11 +1,11 @@
 #include "lifecycle/warmup.h"
 
 #include <gtest/gtest.h>
-
-#include <filesystem>
-#include <cmath>
-#include <fstream>
 #include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 
 namespace inferd {
 namespace {
@@ -15,8 +15,10 @@ namespace fs = std::filesystem;
 ModelConfig WarmupConfig(const std::string& warmup) {
   auto config = ParseModelConfigText(
       "name: \"w\" backend: \"identity\" max_batch_size: 8 "
-      "input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 3 ] }, { name: \"S\" data_type: TYPE_STRING dims: [ 1 ] } ] "
-      "output [ { name: \"OA\" data_type: TYPE_FP32 dims: [ 3 ] }, { name: \"OS\" data_type: TYPE_STRING dims: [ 1 ] } ] " +
+      "input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 3 ] }, { name: \"S\" data_type: TYPE_STRING dims: "
+      "[ 1 ] } ] "
+      "output [ { name: \"OA\" data_type: TYPE_FP32 dims: [ 3 ] }, { name: \"OS\" data_type: TYPE_STRING "
+      "dims: [ 1 ] } ] " +
           warmup,
       "t");
   EXPECT_TRUE(config.ok()) << config.status().ToString();
@@ -43,7 +45,8 @@ TEST(WarmupTest, ReadsDataFilesFromTheWarmupFolder) {
   fs::path dir = fs::temp_directory_path() / ("inferd_warmup_" + std::to_string(::getpid()));
   fs::create_directories(dir / "warmup");
   float values[3] = {1, 2, 3};
-  std::ofstream(dir / "warmup" / "a.bin", std::ios::binary).write(reinterpret_cast<char*>(values), sizeof(values));
+  std::ofstream(dir / "warmup" / "a.bin", std::ios::binary)
+      .write(reinterpret_cast<char*>(values), sizeof(values));
   ModelConfig config = WarmupConfig(R"(model_warmup [ { name: "f" batch_size: 1
       inputs { key: "A" value: { data_type: TYPE_FP32 dims: [ 3 ] input_data_file: "a.bin" } } } ])");
   auto batch = BuildWarmupBatch(config, config.model_warmup(0), dir);

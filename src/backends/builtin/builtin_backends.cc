@@ -43,8 +43,7 @@ class IdentityModel final : public Model {
 class IdentityBackend final : public Backend {
  public:
   std::string_view name() const override { return "identity"; }
-  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config,
-                                        const std::filesystem::path&) override {
+  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const std::filesystem::path&) override {
     if (config.input_size() != config.output_size()) {
       return Status::InvalidArgument("model '" + config.name() +
                                      "': identity needs as many outputs as inputs");
@@ -84,18 +83,20 @@ class AddSubModel final : public Model {
     const Tensor* b = batch.FindInput(config_.input(1).name());
     if (a == nullptr || b == nullptr) return Status::InvalidArgument("add_sub needs both inputs");
     if (a->shape != b->shape) {
-      return Status::InvalidArgument("add_sub inputs have different shapes " +
-                                     ShapeToString(a->shape) + " and " + ShapeToString(b->shape));
+      return Status::InvalidArgument("add_sub inputs have different shapes " + ShapeToString(a->shape) +
+                                     " and " + ShapeToString(b->shape));
     }
     MutableBuffer sum = AllocateBuffer(a->byte_size);
     MutableBuffer diff = AllocateBuffer(a->byte_size);
-    if (a->dtype == DataType::kFp32) AddSub<float>(*a, *b, sum.get(), diff.get());
-    else AddSub<int32_t>(*a, *b, sum.get(), diff.get());
+    if (a->dtype == DataType::kFp32)
+      AddSub<float>(*a, *b, sum.get(), diff.get());
+    else
+      AddSub<int32_t>(*a, *b, sum.get(), diff.get());
     outputs->clear();
-    outputs->push_back({config_.output(0).name(), a->dtype, a->shape, AliasData(sum.memory, sum.get()),
-                        a->byte_size});
-    outputs->push_back({config_.output(1).name(), a->dtype, a->shape,
-                        AliasData(diff.memory, diff.get()), a->byte_size});
+    outputs->push_back(
+        {config_.output(0).name(), a->dtype, a->shape, AliasData(sum.memory, sum.get()), a->byte_size});
+    outputs->push_back(
+        {config_.output(1).name(), a->dtype, a->shape, AliasData(diff.memory, diff.get()), a->byte_size});
     return Status::Ok();
   }
 
@@ -107,8 +108,7 @@ class AddSubModel final : public Model {
 class AddSubBackend final : public Backend {
  public:
   std::string_view name() const override { return "add_sub"; }
-  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config,
-                                        const std::filesystem::path&) override {
+  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const std::filesystem::path&) override {
     const std::string prefix = "model '" + config.name() + "': add_sub ";
     if (config.input_size() != 2 || config.output_size() != 2) {
       return Status::InvalidArgument(prefix + "needs exactly 2 inputs and 2 outputs");
@@ -117,8 +117,8 @@ class AddSubBackend final : public Backend {
     if (type != inference::TYPE_FP32 && type != inference::TYPE_INT32) {
       return Status::InvalidArgument(prefix + "supports TYPE_FP32 and TYPE_INT32 only");
     }
-    for (const auto& tensor : {config.input(1).data_type(), config.output(0).data_type(),
-                               config.output(1).data_type()}) {
+    for (const auto& tensor :
+         {config.input(1).data_type(), config.output(0).data_type(), config.output(1).data_type()}) {
       if (tensor != type) return Status::InvalidArgument(prefix + "needs one data_type for all tensors");
     }
     ASSIGN_OR_RETURN(ExecutionCost cost, CostFromConfig(config));
@@ -142,9 +142,12 @@ StatusOr<ExecutionCost> ParseExecutionCost(const std::string& text) {
     if (error != std::errc() || end != value.data() + value.size() || number < 0) {
       return Status::InvalidArgument("'" + value + "' is not a non-negative integer");
     }
-    if (key == "fixed_us") cost.fixed_us = number;
-    else if (key == "per_item_us") cost.per_item_us = number;
-    else return Status::InvalidArgument("unknown key '" + key + "' (expected fixed_us, per_item_us)");
+    if (key == "fixed_us")
+      cost.fixed_us = number;
+    else if (key == "per_item_us")
+      cost.per_item_us = number;
+    else
+      return Status::InvalidArgument("unknown key '" + key + "' (expected fixed_us, per_item_us)");
   }
   return cost;
 }

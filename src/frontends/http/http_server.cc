@@ -1,13 +1,13 @@
 #include "frontends/http/http_server.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
-
 #include <charconv>
 #include <chrono>
 
@@ -22,10 +22,14 @@ using beast::error_code;
 
 HttpMethod MethodOf(http::verb verb) {
   switch (verb) {
-    case http::verb::get: return HttpMethod::kGet;
-    case http::verb::post: return HttpMethod::kPost;
-    case http::verb::head: return HttpMethod::kHead;
-    default: return HttpMethod::kOther;
+    case http::verb::get:
+      return HttpMethod::kGet;
+    case http::verb::post:
+      return HttpMethod::kPost;
+    case http::verb::head:
+      return HttpMethod::kHead;
+    default:
+      return HttpMethod::kOther;
   }
 }
 
@@ -38,10 +42,14 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const HttpServerOptions& options, const HttpHandler& handler,
           std::atomic<int64_t>* requests_in_progress)
-      : stream_(std::move(socket)), options_(options), handler_(handler), in_progress_(requests_in_progress) {}
+      : stream_(std::move(socket)),
+        options_(options),
+        handler_(handler),
+        in_progress_(requests_in_progress) {}
 
   void Start() {
-    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
+    net::dispatch(stream_.get_executor(),
+                  beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
   }
 
  private:
@@ -60,22 +68,26 @@ class Session : public std::enable_shared_from_this<Session> {
     if (beast::iequals(request[http::field::expect], "100-continue")) {
       // The client waits for this before sending the body; the body limit was already checked
       // against Content-Length, so an oversized upload gets its 413 instead of a 100.
-      auto response = std::make_shared<http::response<http::empty_body>>(http::status::continue_, request.version());
-      http::async_write(stream_, *response, [self = shared_from_this(), response](error_code write_ec, size_t) {
-        if (write_ec) return self->Close();
-        self->ReadBody();
-      });
+      auto response =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, request.version());
+      http::async_write(stream_, *response,
+                        [self = shared_from_this(), response](error_code write_ec, size_t) {
+                          if (write_ec) return self->Close();
+                          self->ReadBody();
+                        });
       return;
     }
     ReadBody();
   }
 
   void ReadBody() {
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::OnRead, shared_from_this()));
+    http::async_read(stream_, buffer_, *parser_,
+                     beast::bind_front_handler(&Session::OnRead, shared_from_this()));
   }
 
   void OnReadError(error_code ec) {
-    if (ec == http::error::body_limit) return WriteErrorAndClose(413, "request body is larger than the limit");
+    if (ec == http::error::body_limit)
+      return WriteErrorAndClose(413, "request body is larger than the limit");
     if (ec == http::error::header_limit) return WriteErrorAndClose(431, "request headers are too large");
     if (ec.category() == http::make_error_code(http::error::bad_target).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
@@ -103,7 +115,8 @@ class Session : public std::enable_shared_from_this<Session> {
       std::string_view text(header->value().data(), header->value().size());
       auto [end, parse_error] = std::from_chars(text.data(), text.data() + text.size(), length);
       if (parse_error != std::errc() || end != text.data() + text.size()) {
-        return Write({400, "application/json", ErrorBody("Inference-Header-Content-Length is not a number"), {}});
+        return Write(
+            {400, "application/json", ErrorBody("Inference-Header-Content-Length is not a number"), {}});
       }
       request.inference_header_length = length;
     }

@@ -22,7 +22,7 @@ enum class HttpMethod { kGet, kPost, kHead, kOther };
 
 struct HttpRequest {
   HttpMethod method = HttpMethod::kOther;
-  std::string path;   // without the query string
+  std::string path;  // without the query string
   std::string query;
   std::optional<size_t> inference_header_length;  // Inference-Header-Content-Length
   std::shared_ptr<const std::string> body;

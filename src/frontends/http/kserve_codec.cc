@@ -48,14 +48,22 @@ bool StoreScalar(const Value& value, DataType dtype, uint8_t* out) {
       if (!value.IsBool()) return false;
       *out = value.GetBool() ? 1 : 0;
       return true;
-    case DataType::kUint8: return StoreInteger<uint8_t>(value, out);
-    case DataType::kUint16: return StoreInteger<uint16_t>(value, out);
-    case DataType::kUint32: return StoreInteger<uint32_t>(value, out);
-    case DataType::kUint64: return StoreInteger<uint64_t>(value, out);
-    case DataType::kInt8: return StoreInteger<int8_t>(value, out);
-    case DataType::kInt16: return StoreInteger<int16_t>(value, out);
-    case DataType::kInt32: return StoreInteger<int32_t>(value, out);
-    case DataType::kInt64: return StoreInteger<int64_t>(value, out);
+    case DataType::kUint8:
+      return StoreInteger<uint8_t>(value, out);
+    case DataType::kUint16:
+      return StoreInteger<uint16_t>(value, out);
+    case DataType::kUint32:
+      return StoreInteger<uint32_t>(value, out);
+    case DataType::kUint64:
+      return StoreInteger<uint64_t>(value, out);
+    case DataType::kInt8:
+      return StoreInteger<int8_t>(value, out);
+    case DataType::kInt16:
+      return StoreInteger<int16_t>(value, out);
+    case DataType::kInt32:
+      return StoreInteger<int32_t>(value, out);
+    case DataType::kInt64:
+      return StoreInteger<int64_t>(value, out);
     case DataType::kFp16: {
       if (!value.IsNumber()) return false;
       uint16_t half = FloatToHalf(static_cast<float>(value.GetDouble()));
@@ -64,7 +72,8 @@ bool StoreScalar(const Value& value, DataType dtype, uint8_t* out) {
     }
     case DataType::kBf16: {
       if (!value.IsNumber()) return false;
-      uint16_t bf16 = static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(value.GetDouble())) >> 16);
+      uint16_t bf16 =
+          static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(value.GetDouble())) >> 16);
       std::memcpy(out, &bf16, 2);
       return true;
     }
@@ -80,7 +89,8 @@ bool StoreScalar(const Value& value, DataType dtype, uint8_t* out) {
       std::memcpy(out, &d, 8);
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -88,7 +98,7 @@ struct FlattenState {
   DataType dtype;
   int64_t expected;  // elements the shape asks for
   int64_t written = 0;
-  uint8_t* out = nullptr;  // fixed-size types
+  uint8_t* out = nullptr;        // fixed-size types
   std::string* bytes = nullptr;  // BYTES: length-prefixed serialisation
 };
 
@@ -169,13 +179,15 @@ StatusOr<Tensor> ParseJsonData(const Value& input, Tensor tensor, size_t body_si
 }
 
 // Reads parameters.<key> as an unsigned integer, if present.
-StatusOr<std::optional<uint64_t>> UintParameter(const Value& owner, const char* key, const std::string& where) {
+StatusOr<std::optional<uint64_t>> UintParameter(const Value& owner, const char* key,
+                                                const std::string& where) {
   auto params = owner.FindMember("parameters");
   if (params == owner.MemberEnd()) return std::optional<uint64_t>();
   if (!params->value.IsObject()) return Invalid(where + ": 'parameters' must be an object");
   auto it = params->value.FindMember(key);
   if (it == params->value.MemberEnd()) return std::optional<uint64_t>();
-  if (!it->value.IsUint64()) return Invalid(where + ": parameter '" + key + "' must be a non-negative integer");
+  if (!it->value.IsUint64())
+    return Invalid(where + ": parameter '" + key + "' must be a non-negative integer");
   return std::optional<uint64_t>(it->value.GetUint64());
 }
 
@@ -249,7 +261,8 @@ Status ParseRequestedOutputs(const Value& root, InferRequest* request, OutputEnc
   for (const auto& output : outputs->value.GetArray()) {
     if (!output.IsObject()) return Invalid("each entry of 'outputs' must be an object");
     auto name = output.FindMember("name");
-    if (name == output.MemberEnd() || !name->value.IsString()) return Invalid("an output has no 'name' string");
+    if (name == output.MemberEnd() || !name->value.IsString())
+      return Invalid("an output has no 'name' string");
     std::string output_name = name->value.GetString();
     if (auto binary = BoolParameter(output, "binary_data")) {
       (*binary ? encoding->binary_outputs : encoding->json_outputs).push_back(output_name);
@@ -274,21 +287,45 @@ void WriteValues(const Tensor& tensor, Emit emit) {
 void WriteJsonData(const Tensor& tensor, JsonWriter& w) {
   w.StartArray();
   switch (tensor.dtype) {
-    case DataType::kBool: WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); }); break;
-    case DataType::kUint8: WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); }); break;
-    case DataType::kUint16: WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); }); break;
-    case DataType::kUint32: WriteValues<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); }); break;
-    case DataType::kUint64: WriteValues<uint64_t>(tensor, [&](uint64_t v) { w.Uint64(v); }); break;
-    case DataType::kInt8: WriteValues<int8_t>(tensor, [&](int8_t v) { w.Int(v); }); break;
-    case DataType::kInt16: WriteValues<int16_t>(tensor, [&](int16_t v) { w.Int(v); }); break;
-    case DataType::kInt32: WriteValues<int32_t>(tensor, [&](int32_t v) { w.Int(v); }); break;
-    case DataType::kInt64: WriteValues<int64_t>(tensor, [&](int64_t v) { w.Int64(v); }); break;
-    case DataType::kFp16: WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(HalfToFloat(v)); }); break;
+    case DataType::kBool:
+      WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); });
+      break;
+    case DataType::kUint8:
+      WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint16:
+      WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint32:
+      WriteValues<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint64:
+      WriteValues<uint64_t>(tensor, [&](uint64_t v) { w.Uint64(v); });
+      break;
+    case DataType::kInt8:
+      WriteValues<int8_t>(tensor, [&](int8_t v) { w.Int(v); });
+      break;
+    case DataType::kInt16:
+      WriteValues<int16_t>(tensor, [&](int16_t v) { w.Int(v); });
+      break;
+    case DataType::kInt32:
+      WriteValues<int32_t>(tensor, [&](int32_t v) { w.Int(v); });
+      break;
+    case DataType::kInt64:
+      WriteValues<int64_t>(tensor, [&](int64_t v) { w.Int64(v); });
+      break;
+    case DataType::kFp16:
+      WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(HalfToFloat(v)); });
+      break;
     case DataType::kBf16:
       WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(std::bit_cast<float>(uint32_t{v} << 16)); });
       break;
-    case DataType::kFp32: WriteValues<float>(tensor, [&](float v) { w.Double(v); }); break;
-    case DataType::kFp64: WriteValues<double>(tensor, [&](double v) { w.Double(v); }); break;
+    case DataType::kFp32:
+      WriteValues<float>(tensor, [&](float v) { w.Double(v); });
+      break;
+    case DataType::kFp64:
+      WriteValues<double>(tensor, [&](double v) { w.Double(v); });
+      break;
     case DataType::kBytes: {
       size_t offset = 0;
       while (offset + 4 <= tensor.byte_size) {
@@ -301,7 +338,8 @@ void WriteJsonData(const Tensor& tensor, JsonWriter& w) {
       }
       break;
     }
-    case DataType::kInvalid: break;
+    case DataType::kInvalid:
+      break;
   }
   w.EndArray();
 }

@@ -13,7 +13,7 @@
 namespace inferd {
 
 struct OutputEncoding {
-  bool binary_by_default = false;       // request parameter binary_data_output
+  bool binary_by_default = false;           // request parameter binary_data_output
   std::vector<std::string> binary_outputs;  // outputs that asked "binary_data": true
   std::vector<std::string> json_outputs;    // outputs that asked "binary_data": false
   bool IsBinary(std::string_view name) const;

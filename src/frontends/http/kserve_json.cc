@@ -11,7 +11,9 @@ namespace {
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
-void Str(JsonWriter& w, const std::string& s) { w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size())); }
+void Str(JsonWriter& w, const std::string& s) {
+  w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size()));
+}
 
 std::string Done(const rapidjson::StringBuffer& buffer) { return {buffer.GetString(), buffer.GetSize()}; }
 
@@ -56,7 +58,8 @@ std::string ServerMetadataJson() {
   w.String(kInferdVersion);
   w.Key("extensions");
   w.StartArray();
-  for (const char* extension : {"binary_tensor_data", "statistics", "model_repository", "model_configuration"}) {
+  for (const char* extension :
+       {"binary_tensor_data", "statistics", "model_repository", "model_configuration"}) {
     w.String(extension);
   }
   w.EndArray();

@@ -24,7 +24,9 @@ std::vector<std::string_view> SplitPath(std::string_view path) {
   return parts;
 }
 
-HttpResponse Json(unsigned status, std::string body) { return {status, "application/json", std::move(body), {}}; }
+HttpResponse Json(unsigned status, std::string body) {
+  return {status, "application/json", std::move(body), {}};
+}
 HttpResponse Error(unsigned status, std::string_view message) { return Json(status, ErrorJson(message)); }
 HttpResponse Error(const Status& status) { return Error(HttpStatusFor(status.code()), status.message()); }
 
@@ -75,7 +77,8 @@ class KServeRoutes {
       if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
       return respond(Json(200, ModelStatsJson(server_->LoadedModels())));
     }
-    if (parts[1] == "models" && parts.size() >= 3) return HandleModel(std::move(request), parts, std::move(respond));
+    if (parts[1] == "models" && parts.size() >= 3)
+      return HandleModel(std::move(request), parts, std::move(respond));
     if (parts[1] == "repository") return HandleRepository(request, parts, std::move(respond));
     respond(Error(404, "unknown path " + request.path));
   }
@@ -109,7 +112,8 @@ class KServeRoutes {
     if (action == "stats") {
       std::vector<std::shared_ptr<ModelVersion>> selected;
       for (auto& loaded : server_->LoadedModels()) {
-        if (loaded->name() == target->name && (target->version == 0 || loaded->version() == target->version)) {
+        if (loaded->name() == target->name &&
+            (target->version == 0 || loaded->version() == target->version)) {
           selected.push_back(loaded);
         }
       }
@@ -126,7 +130,8 @@ class KServeRoutes {
     auto model = server_->FindModel(target.name, target.version);
     if (model.ok()) return Json(200, ReadyJson(target.name, true, ""));
     for (const auto& entry : server_->RepositoryIndex()) {
-      if (entry.name == target.name && (target.version == 0 || entry.version == target.version || entry.version == 0)) {
+      if (entry.name == target.name &&
+          (target.version == 0 || entry.version == target.version || entry.version == 0)) {
         return Json(503, ReadyJson(target.name, false, entry.reason.empty() ? "not loaded" : entry.reason));
       }
     }
@@ -142,24 +147,26 @@ class KServeRoutes {
     parsed->request->model_name = target.name;
     parsed->request->model_version = target.version;
     OutputEncoding encoding = std::move(parsed->encoding);
-    server_->InferAsync(std::move(parsed->request),
-                        [respond = std::move(respond), encoding = std::move(encoding)](StatusOr<InferResponse> result) {
-                          if (!result.ok()) {
-                            spdlog::debug("inference failed: {}", result.status().ToString());
-                            return respond(Error(result.status()));
-                          }
-                          EncodedResponse encoded = EncodeInferResponse(*result, encoding);
-                          HttpResponse response = Json(200, std::move(encoded.body));
-                          if (encoded.json_length) {
-                            response.content_type = "application/octet-stream";
-                            response.headers.emplace_back("Inference-Header-Content-Length",
-                                                          std::to_string(*encoded.json_length));
-                          }
-                          respond(std::move(response));
-                        });
+    server_->InferAsync(
+        std::move(parsed->request),
+        [respond = std::move(respond), encoding = std::move(encoding)](StatusOr<InferResponse> result) {
+          if (!result.ok()) {
+            spdlog::debug("inference failed: {}", result.status().ToString());
+            return respond(Error(result.status()));
+          }
+          EncodedResponse encoded = EncodeInferResponse(*result, encoding);
+          HttpResponse response = Json(200, std::move(encoded.body));
+          if (encoded.json_length) {
+            response.content_type = "application/octet-stream";
+            response.headers.emplace_back("Inference-Header-Content-Length",
+                                          std::to_string(*encoded.json_length));
+          }
+          respond(std::move(response));
+        });
   }
 
-  void HandleRepository(const HttpRequest& request, const std::vector<std::string_view>& parts, Responder respond) {
+  void HandleRepository(const HttpRequest& request, const std::vector<std::string_view>& parts,
+                        Responder respond) {
     if (parts.size() == 3 && parts[2] == "index") {
       if (request.method != HttpMethod::kPost) return respond(MethodNotAllowed("POST"));
       return respond(Json(200, RepositoryIndexJson(server_->RepositoryIndex())));
@@ -170,8 +177,10 @@ class KServeRoutes {
         respond(status.ok() ? Json(200, "{}") : Error(status));
       };
       std::string name(parts[3]);
-      if (parts[4] == "load") server_->LoadModelAsync(std::move(name), std::move(done));
-      else server_->UnloadModelAsync(std::move(name), std::move(done));
+      if (parts[4] == "load")
+        server_->LoadModelAsync(std::move(name), std::move(done));
+      else
+        server_->UnloadModelAsync(std::move(name), std::move(done));
       return;
     }
     respond(Error(404, "unknown path " + request.path));
@@ -184,12 +193,15 @@ class KServeRoutes {
 
 HttpHandler MakeKServeHandler(InferenceServer* server) {
   auto routes = std::make_shared<KServeRoutes>(server);
-  return [routes](HttpRequest request, Responder respond) { routes->Handle(std::move(request), std::move(respond)); };
+  return [routes](HttpRequest request, Responder respond) {
+    routes->Handle(std::move(request), std::move(respond));
+  };
 }
 
 HttpHandler MakeMetricsHandler(InferenceServer* server) {
   return [server](HttpRequest request, Responder respond) {
-    if (request.path != "/metrics") return respond(Error(404, "unknown path " + request.path + "; try /metrics"));
+    if (request.path != "/metrics")
+      return respond(Error(404, "unknown path " + request.path + "; try /metrics"));
     if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
     respond({200, "text/plain; version=0.0.4; charset=utf-8", server->metrics().RenderText(), {}});
   };
