@@ -22,7 +22,6 @@ struct InferRequest {
   std::vector<std::string> requested_outputs;  // empty: every output of the model
   uint32_t priority = 0;                       // 0: the model's default priority level
   uint64_t timeout_us = 0;                     // 0: the model's default queue timeout
-  TimePoint arrival{};
 };
 
 struct InferResponse {

@@ -67,16 +67,14 @@ void InferenceServer::FinishRequest() {
 }
 
 void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCallback done) {
-  if (draining_.load()) {
-    done(Status::Unavailable("server is shutting down"));
-    return;
-  }
+  // Counted before the draining check, so a drain that sees zero in flight cannot miss a request
+  // that is just arriving.
   inflight_.fetch_add(1);
   auto finish = [this, done = std::move(done)](StatusOr<InferResponse> result) {
     done(std::move(result));
     FinishRequest();
   };
-  if (request->arrival == TimePoint{}) request->arrival = clock_.Now();
+  if (draining_.load()) return finish(Status::Unavailable("server is shutting down"));
   auto model = models_.Find(request->model_name, request->model_version);
   if (!model.ok()) return finish(model.status());
   auto validated = ValidateRequest((*model)->config(), std::move(request));
