@@ -212,7 +212,12 @@ struct HttpServer::Impl {
     net::io_context& target = io[next_thread++ % io.size()]->context;
     acceptor->async_accept(target, [this](error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
-      if (!ec) std::make_shared<Session>(std::move(socket), options, handler, &requests_in_progress)->Start();
+      if (!ec) {
+        // Answers are small and written whole; never let Nagle hold one back waiting for an ACK.
+        error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(std::move(socket), options, handler, &requests_in_progress)->Start();
+      }
       Accept();
     });
   }
