@@ -19,14 +19,14 @@ size_t BytesOffsetOfElement(const uint8_t* data, size_t size, int64_t index) {
 
 }  // namespace
 
-StatusOr<ExecutionBatch> AssembleInputs(const std::vector<PendingRequest>& batch, bool batching) {
+StatusOr<ExecutionBatch> AssembleInputs(std::vector<PendingRequest>& batch, bool batching) {
   ExecutionBatch execution;
-  const InferRequest& first = *batch.front().request;
   if (batch.size() == 1) {
     execution.batch_size = batching ? batch.front().batch_size : 1;
-    execution.inputs = first.inputs;  // shares the request's buffers
+    execution.inputs = std::move(batch.front().request->inputs);  // the request's own buffers
     return execution;
   }
+  const InferRequest& first = *batch.front().request;
   int64_t total_batch = 0;
   for (const auto& item : batch) total_batch += item.batch_size;
   execution.batch_size = total_batch;
@@ -53,12 +53,12 @@ StatusOr<ExecutionBatch> AssembleInputs(const std::vector<PendingRequest>& batch
   return execution;
 }
 
-StatusOr<std::vector<std::vector<Tensor>>> SplitOutputs(const std::vector<Tensor>& outputs,
+StatusOr<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outputs,
                                                         const std::vector<int64_t>& batch_sizes,
                                                         bool batching) {
   std::vector<std::vector<Tensor>> per_request(batch_sizes.size());
   if (batch_sizes.size() == 1) {
-    per_request[0] = outputs;
+    per_request[0] = std::move(outputs);
     return per_request;
   }
   const int64_t total = std::accumulate(batch_sizes.begin(), batch_sizes.end(), int64_t{0});

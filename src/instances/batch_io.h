@@ -10,10 +10,11 @@
 
 namespace inferd {
 
-StatusOr<ExecutionBatch> AssembleInputs(const std::vector<PendingRequest>& batch, bool batching);
+// A batch of one request hands its input tensors over (moved, not copied).
+StatusOr<ExecutionBatch> AssembleInputs(std::vector<PendingRequest>& batch, bool batching);
 
 // result[i] holds request i's outputs. `batch_sizes[i]` is request i's dim 0.
-StatusOr<std::vector<std::vector<Tensor>>> SplitOutputs(const std::vector<Tensor>& outputs,
+StatusOr<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outputs,
                                                         const std::vector<int64_t>& batch_sizes,
                                                         bool batching);
 

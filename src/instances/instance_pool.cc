@@ -78,7 +78,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
     }
     timings.infer_done = clock_->Now();
     if (status.ok()) {
-      auto split = SplitOutputs(outputs, batch_sizes, batching_);
+      auto split = SplitOutputs(std::move(outputs), batch_sizes, batching_);
       if (split.ok())
         per_request = std::move(split).value();
       else

@@ -37,10 +37,11 @@ PendingRequest WithInputs(std::vector<Tensor> inputs, int64_t batch) {
 TEST(BatchIoTest, SingleRequestIsNotCopied) {
   std::vector<PendingRequest> batch;
   batch.push_back(WithInputs({FloatTensor("x", {2, 2}, {1, 2, 3, 4})}, 2));
+  const uint8_t* data = batch[0].request->inputs[0].data.get();
   auto execution = AssembleInputs(batch, true);
   ASSERT_TRUE(execution.ok());
   EXPECT_EQ(execution->batch_size, 2);
-  EXPECT_EQ(execution->inputs[0].data.get(), batch[0].request->inputs[0].data.get());
+  EXPECT_EQ(execution->inputs[0].data.get(), data);
 }
 
 TEST(BatchIoTest, ConcatenatesAlongDimZeroAndSplitsBack) {
