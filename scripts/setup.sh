@@ -12,7 +12,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libboost1.74-dev                    # Asio + Beast (header-only)
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev
   # end-to-end tests
   curl python3 python3-requests python3-pytest procps
 )
