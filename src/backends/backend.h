@@ -31,6 +31,14 @@ struct ExecutionBatch {
   const Tensor* FindInput(std::string_view name) const;
 };
 
+// What the server tells a backend about one instance it loads.
+struct LoadOptions {
+  std::filesystem::path version_dir;  // <repository>/<model>/<version>
+  // Threads one execution may use. The server divides its cores among a model's instances, so
+  // instances x intra_op_threads never exceeds them.
+  int intra_op_threads = 1;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -44,8 +52,7 @@ class Backend {
   virtual std::string_view name() const = 0;
   // The file a version folder must contain when config.pbtxt names none; empty: no file needed.
   virtual std::string DefaultModelFilename() const { return ""; }
-  virtual StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config,
-                                                const std::filesystem::path& version_dir) = 0;
+  virtual StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) = 0;
 };
 
 // Backends register by name; a config selects one with `backend:` or `platform:`.

@@ -87,7 +87,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
   }
   if (timings.infer_done == TimePoint{}) timings.infer_done = timings.input_done;
   timings.output_done = clock_->Now();
-  observer_({.batch_size = timings.execution_batch_size, .request_count = batch.size(), .ok = status.ok()});
+  observer_({.batch_size = timings.execution_batch_size, .ok = status.ok()});
   spdlog::debug("model '{}' v{}: executed {} request(s), batch {}, {} us: {}", model_name_, model_version_,
                 batch.size(), timings.execution_batch_size,
                 NanosBetween(timings.exec_start, timings.output_done) / 1000,

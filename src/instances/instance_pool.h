@@ -15,7 +15,6 @@ namespace inferd {
 
 struct ExecutionReport {
   int64_t batch_size = 0;
-  size_t request_count = 0;
   bool ok = true;
 };
 using ExecutionObserver = std::function<void(const ExecutionReport&)>;

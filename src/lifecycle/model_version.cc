@@ -66,7 +66,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
   std::vector<std::unique_ptr<Model>> instances;
   const int count = InstanceCount(config);
   for (int i = 0; i < count; ++i) {
-    auto loaded = context.backend->Load(config, version_dir);
+    auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
     if (!loaded.ok()) return loaded.status();
     instances.push_back(std::move(loaded).value());
   }

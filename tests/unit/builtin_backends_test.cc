@@ -61,7 +61,7 @@ TEST(AddSubTest, ComputesSumAndDifference) {
   ModelConfig config = AddSubConfig(inference::TYPE_FP32);
   auto backend = registry.Select(config);
   ASSERT_TRUE(backend.ok());
-  auto model = (*backend)->Load(config, "");
+  auto model = (*backend)->Load(config, {});
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExecutionBatch batch{1, {Make<float>("INPUT0", {5, 1}), Make<float>("INPUT1", {2, 3})}};
   std::vector<Tensor> outputs;
@@ -76,7 +76,7 @@ TEST(AddSubTest, ComputesSumAndDifference) {
 TEST(AddSubTest, Int32AndBadConfigs) {
   auto registry = BackendRegistry::WithBuiltins();
   ModelConfig config = AddSubConfig(inference::TYPE_INT32);
-  auto model = (*registry.Select(config))->Load(config, "");
+  auto model = (*registry.Select(config))->Load(config, {});
   ASSERT_TRUE(model.ok());
   ExecutionBatch batch{1, {Make<int32_t>("INPUT0", {5, 1}), Make<int32_t>("INPUT1", {2, 3})}};
   std::vector<Tensor> outputs;
@@ -84,9 +84,9 @@ TEST(AddSubTest, Int32AndBadConfigs) {
   EXPECT_EQ(outputs[1].values<int32_t>()[1], -2);
 
   ModelConfig bad = AddSubConfig(inference::TYPE_FP64);
-  EXPECT_FALSE((*registry.Select(bad))->Load(bad, "").ok());
+  EXPECT_FALSE((*registry.Select(bad))->Load(bad, {}).ok());
   ModelConfig bad_cost = AddSubConfig(inference::TYPE_FP32, "fixed_us=x");
-  EXPECT_FALSE((*registry.Select(bad_cost))->Load(bad_cost, "").ok());
+  EXPECT_FALSE((*registry.Select(bad_cost))->Load(bad_cost, {}).ok());
 }
 
 TEST(BackendRegistryTest, UnknownBackendListsKnownOnes) {
@@ -110,7 +110,7 @@ TEST(IdentityTest, OutputsShareInputMemory) {
   auto* output = config.add_output();
   output->set_name("O");
   output->set_data_type(inference::TYPE_FP32);
-  auto model = (*registry.Select(config))->Load(config, "");
+  auto model = (*registry.Select(config))->Load(config, {});
   ASSERT_TRUE(model.ok());
   ExecutionBatch batch{1, {Make<float>("I", {1, 2, 3})}};
   std::vector<Tensor> outputs;

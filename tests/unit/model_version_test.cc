@@ -42,7 +42,7 @@ class SleepyModel final : public Model {
 class SleepyBackend final : public Backend {
  public:
   std::string_view name() const override { return "sleepy"; }
-  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig&, const std::filesystem::path&) override {
+  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig&, const LoadOptions&) override {
     return std::unique_ptr<Model>(new SleepyModel());
   }
 };

@@ -43,7 +43,7 @@ class IdentityModel final : public Model {
 class IdentityBackend final : public Backend {
  public:
   std::string_view name() const override { return "identity"; }
-  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const std::filesystem::path&) override {
+  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions&) override {
     if (config.input_size() != config.output_size()) {
       return Status::InvalidArgument("model '" + config.name() +
                                      "': identity needs as many outputs as inputs");
@@ -108,7 +108,7 @@ class AddSubModel final : public Model {
 class AddSubBackend final : public Backend {
  public:
   std::string_view name() const override { return "add_sub"; }
-  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const std::filesystem::path&) override {
+  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions&) override {
     const std::string prefix = "model '" + config.name() + "': add_sub ";
     if (config.input_size() != 2 || config.output_size() != 2) {
       return Status::InvalidArgument(prefix + "needs exactly 2 inputs and 2 outputs");

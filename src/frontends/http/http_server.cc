@@ -26,8 +26,6 @@ HttpMethod MethodOf(http::verb verb) {
       return HttpMethod::kGet;
     case http::verb::post:
       return HttpMethod::kPost;
-    case http::verb::head:
-      return HttpMethod::kHead;
     default:
       return HttpMethod::kOther;
   }
@@ -106,9 +104,7 @@ class Session : public std::enable_shared_from_this<Session> {
     request.method = MethodOf(message.method());
     auto beast_target = message.target();
     std::string_view target(beast_target.data(), beast_target.size());
-    auto question = target.find('?');
-    request.path = std::string(target.substr(0, question));
-    if (question != std::string_view::npos) request.query = std::string(target.substr(question + 1));
+    request.path = std::string(target.substr(0, target.find('?')));
     auto header = message.find("Inference-Header-Content-Length");
     if (header != message.end()) {
       size_t length = 0;

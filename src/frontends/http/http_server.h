@@ -18,12 +18,11 @@
 
 namespace inferd {
 
-enum class HttpMethod { kGet, kPost, kHead, kOther };
+enum class HttpMethod { kGet, kPost, kOther };
 
 struct HttpRequest {
   HttpMethod method = HttpMethod::kOther;
   std::string path;  // without the query string
-  std::string query;
   std::optional<size_t> inference_header_length;  // Inference-Header-Content-Length
   std::shared_ptr<const std::string> body;
 };
