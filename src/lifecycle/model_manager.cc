@@ -91,7 +91,11 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
     } else {
       record.failed_versions[version] = model.status().message();
       spdlog::error("{}", model.status().message());
-      if (current != serving.end()) loaded[version] = current->second;  // keep the old one serving
+      if (current != serving.end()) {
+        loaded[version] = current->second;  // keep the old one serving, with its metrics
+      } else {
+        metrics_->RemoveSeries(ModelLabels(source.name, version));  // bound by the failed attempt
+      }
     }
   }
   serving = std::move(loaded);
@@ -131,6 +135,10 @@ void ModelManager::Publish(ServingTable table) {
   }
   for (auto& model : retired) {
     model->StopAndDrain();
+    // A reload of the same version shares these series; they go only when the version does.
+    if (!Find(model->name(), model->version()).ok()) {
+      metrics_->RemoveSeries(ModelLabels(model->name(), model->version()));
+    }
     spdlog::info("unloaded model '{}' version {}", model->name(), model->version());
   }
 }

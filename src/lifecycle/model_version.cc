@@ -53,7 +53,6 @@ ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const Loa
     : config_(config),
       version_(version),
       clock_(context.clock),
-      metrics_registry_(context.metrics),
       metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
       orderer_(config.dynamic_batching().preserve_ordering() ? std::make_unique<ResponseOrderer>() : nullptr),
       scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
@@ -85,10 +84,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
   return model;
 }
 
-ModelVersion::~ModelVersion() {
-  StopAndDrain();
-  metrics_registry_->RemoveSeries(ModelLabels(config_.name(), version_));
-}
+ModelVersion::~ModelVersion() { StopAndDrain(); }
 
 void ModelVersion::StopAndDrain() {
   scheduler_->Shutdown();

@@ -1,6 +1,8 @@
 // One loaded version of a model: its config, its scheduler, its instances, its stats and metrics.
 // Load() is the expensive step (backend loads, warmup); the destructor stops taking requests,
 // lets the queue drain and the instances finish, then releases the models.
+// Its metric series are labelled by (model, version) and shared with a reload of the same version,
+// so they are not removed here: the ModelManager removes them when that version leaves service.
 #pragma once
 
 #include <filesystem>
@@ -65,7 +67,6 @@ class ModelVersion {
   const ModelConfig config_;
   const int64_t version_;
   const Clock* clock_;
-  MetricsRegistry* metrics_registry_;
   ModelStats stats_;
   ModelMetrics metrics_;
   std::unique_ptr<ResponseOrderer> orderer_;  // set when dynamic_batching.preserve_ordering

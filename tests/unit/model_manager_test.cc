@@ -89,3 +89,40 @@ TEST_F(ModelManagerTest, ExplicitLoadUnloadAndReload) {
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+bool HasSeries(const MetricsRegistry& metrics, const std::string& model, const std::string& version) {
+  return metrics.RenderText().find("inferd_executions_total{model=\"" + model + "\",version=\"" + version +
+                                   "\"}") != std::string::npos;
+}
+
+TEST_F(ModelManagerTest, MetricsFollowTheVersionThroughReloadsAndUnload) {
+  AddModel("m", kIdentity, {1});
+  auto manager = Manager();
+  ASSERT_TRUE(manager->Load("m").ok());
+  EXPECT_TRUE(HasSeries(metrics_, "m", "1"));
+  // A changed config reloads version 1; the replaced instance must not take the series with it.
+  std::ofstream(repo_ / "m" / "config.pbtxt")
+      << kIdentity << " parameters { key: \"k\" value: { string_value: \"v\" } }";
+  ASSERT_TRUE(manager->Load("m").ok());
+  EXPECT_TRUE(HasSeries(metrics_, "m", "1"));
+  // A reload that fails keeps the old version serving, and its series.
+  std::ofstream(repo_ / "m" / "config.pbtxt") << "backend: \"add_sub\" max_batch_size: 1";
+  EXPECT_FALSE(manager->Load("m").ok());
+  EXPECT_TRUE(manager->Find("m", 1).ok());
+  EXPECT_TRUE(HasSeries(metrics_, "m", "1"));
+  ASSERT_TRUE(manager->Unload("m").ok());
+  EXPECT_FALSE(HasSeries(metrics_, "m", "1"));
+}
+
+TEST_F(ModelManagerTest, FailedFirstLoadLeavesNoSeries) {
+  AddModel("broken", "backend: \"add_sub\" max_batch_size: 1", {1});
+  auto manager = Manager();
+  EXPECT_FALSE(manager->Load("broken").ok());
+  EXPECT_FALSE(HasSeries(metrics_, "broken", "1"));
+}
+
+}  // namespace
+}  // namespace inferd
