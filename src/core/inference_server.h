@@ -44,6 +44,9 @@ class InferenceServer {
   bool IsReady() const;
   StatusOr<std::shared_ptr<ModelVersion>> FindModel(std::string_view name, int64_t version) const;
   std::vector<std::shared_ptr<ModelVersion>> LoadedModels() const { return models_.AllLoaded(); }
+  std::vector<std::shared_ptr<ModelVersion>> LoadedVersions(std::string_view name) const {
+    return models_.LoadedVersions(name);
+  }
   std::vector<IndexEntry> RepositoryIndex() const { return models_.Index(); }
   ModelControlMode control_mode() const { return options_.control_mode; }
 

@@ -26,10 +26,11 @@ void ModelManager::LoadAll() {
 
 Status ModelManager::Load(const std::string& name) {
   MutexLock lock(&write_mu_);
-  auto sources = ScanRepositories(options_.repositories);
-  auto it = sources.find(name);
-  if (it == sources.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
-  Status status = LoadLocked(it->second);
+  // Only this model's config is read, not every model's.
+  auto folders = ListModelFolders(options_.repositories);
+  auto it = folders.find(name);
+  if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
+  Status status = LoadLocked(ReadModelSource(name, it->second));
   if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   return status;
 }
@@ -182,6 +183,15 @@ std::vector<std::shared_ptr<ModelVersion>> ModelManager::AllLoaded() const {
   return all;
 }
 
+std::vector<std::shared_ptr<ModelVersion>> ModelManager::LoadedVersions(std::string_view name) const {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  std::vector<std::shared_ptr<ModelVersion>> versions;
+  if (auto model = table->find(name); model != table->end()) {
+    for (const auto& [version, loaded] : model->second) versions.push_back(loaded);
+  }
+  return versions;
+}
+
 std::vector<IndexEntry> ModelManager::Index() const {
   std::shared_ptr<const ServingTable> table = snapshot_.load();
   std::map<std::string, ModelRecord> records;
@@ -190,17 +200,7 @@ std::vector<IndexEntry> ModelManager::Index() const {
     records = index_records_;
   }
   std::vector<IndexEntry> entries;
-  std::vector<std::string> names;
-  for (const auto& repository : options_.repositories) {
-    std::error_code error;
-    for (const auto& entry : fs::directory_iterator(repository, error)) {
-      std::string name = entry.path().filename().string();
-      if (entry.is_directory() && !name.starts_with(".")) names.push_back(name);
-    }
-  }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  for (const auto& name : names) {
+  for (const auto& [name, folders] : ListModelFolders(options_.repositories)) {
     auto record = records.find(name);
     auto serving = table->find(name);
     bool listed = false;

@@ -49,6 +49,8 @@ class ModelManager {
   // version 0: the newest loaded version.
   StatusOr<std::shared_ptr<ModelVersion>> Find(std::string_view name, int64_t version) const;
   std::vector<std::shared_ptr<ModelVersion>> AllLoaded() const;
+  // The loaded versions of one model, ascending (empty when none).
+  std::vector<std::shared_ptr<ModelVersion>> LoadedVersions(std::string_view name) const;
   std::vector<IndexEntry> Index() const;
   bool AllReady() const;
 

@@ -23,29 +23,39 @@ std::vector<int64_t> ListVersionFolders(const fs::path& model_dir) {
   return versions;
 }
 
-std::map<std::string, ModelSource> ScanRepositories(const std::vector<fs::path>& repositories) {
-  std::map<std::string, ModelSource> models;
+std::map<std::string, std::vector<fs::path>> ListModelFolders(const std::vector<fs::path>& repositories) {
+  std::map<std::string, std::vector<fs::path>> folders;
   for (const fs::path& repository : repositories) {
     std::error_code error;
     for (const auto& entry : fs::directory_iterator(repository, error)) {
       const std::string name = entry.path().filename().string();
-      if (!entry.is_directory() || name.starts_with(".")) continue;
-      if (models.contains(name)) {
-        models[name].status =
-            Status::InvalidArgument("model '" + name + "' appears in more than one repository (" +
-                                    models[name].dir.string() + ", " + entry.path().string() + ")");
-        models[name].config.reset();
-        continue;
-      }
-      ModelSource source{.name = name, .dir = entry.path()};
-      auto config = LoadModelConfig(entry.path());
-      if (config.ok())
-        source.config = std::move(config).value();
-      else
-        source.status = config.status();
-      source.versions = ListVersionFolders(entry.path());
-      models[name] = std::move(source);
+      if (entry.is_directory() && !name.starts_with(".")) folders[name].push_back(entry.path());
     }
+  }
+  return folders;
+}
+
+ModelSource ReadModelSource(const std::string& name, const std::vector<fs::path>& folders) {
+  ModelSource source{.name = name, .dir = folders.front()};
+  if (folders.size() > 1) {
+    source.status = Status::InvalidArgument("model '" + name + "' appears in more than one repository (" +
+                                            folders[0].string() + ", " + folders[1].string() + ")");
+    return source;
+  }
+  auto config = LoadModelConfig(source.dir);
+  if (config.ok()) {
+    source.config = std::move(config).value();
+  } else {
+    source.status = config.status();
+  }
+  source.versions = ListVersionFolders(source.dir);
+  return source;
+}
+
+std::map<std::string, ModelSource> ScanRepositories(const std::vector<fs::path>& repositories) {
+  std::map<std::string, ModelSource> models;
+  for (const auto& [name, folders] : ListModelFolders(repositories)) {
+    models.emplace(name, ReadModelSource(name, folders));
   }
   return models;
 }

@@ -22,7 +22,15 @@ struct ModelSource {
   std::vector<int64_t> versions;      // numbered version folders present, ascending
 };
 
-// Scans every repository; a model name found in two repositories is an error for that name.
+// Model folders by name, across repositories (a name in several repositories lists each folder).
+// Only lists folders: no config is read.
+std::map<std::string, std::vector<std::filesystem::path>> ListModelFolders(
+    const std::vector<std::filesystem::path>& repositories);
+
+// Reads one model's config and version folders; a name found in two repositories is an error.
+ModelSource ReadModelSource(const std::string& name, const std::vector<std::filesystem::path>& folders);
+
+// ReadModelSource for every model in the repositories.
 std::map<std::string, ModelSource> ScanRepositories(const std::vector<std::filesystem::path>& repositories);
 
 // Version folders (positive integers) inside a model folder.

@@ -109,20 +109,13 @@ class KServeRoutes {
     auto model = server_->FindModel(target->name, target->version);
     if (!model.ok()) return respond(Error(model.status()));
     if (action == "config") return respond(Json(200, ModelConfigToJson((*model)->config())));
+    std::vector<std::shared_ptr<ModelVersion>> loaded = server_->LoadedVersions(target->name);
     if (action == "stats") {
-      std::vector<std::shared_ptr<ModelVersion>> selected;
-      for (auto& loaded : server_->LoadedModels()) {
-        if (loaded->name() == target->name &&
-            (target->version == 0 || loaded->version() == target->version)) {
-          selected.push_back(loaded);
-        }
-      }
-      return respond(Json(200, ModelStatsJson(selected)));
+      if (target->version != 0) loaded = {*model};
+      return respond(Json(200, ModelStatsJson(loaded)));
     }
     std::vector<int64_t> versions;
-    for (auto& loaded : server_->LoadedModels()) {
-      if (loaded->name() == target->name) versions.push_back(loaded->version());
-    }
+    for (const auto& version : loaded) versions.push_back(version->version());
     respond(Json(200, ModelMetadataJson(**model, versions)));
   }
 
