@@ -12,25 +12,25 @@ uint64_t HashCombine(uint64_t seed, uint64_t value) {
   return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
 }
 
-Status CheckDims(const ModelConfig& config, const inference::ModelInput& spec, const Tensor& tensor,
-                 bool batching) {
-  const size_t offset = batching ? 1 : 0;
-  const std::string expected =
-      (batching ? "[-1," : "[") +
-      ShapeToString(std::vector<int64_t>(spec.dims().begin(), spec.dims().end())).substr(1);
-  if (tensor.shape.size() != spec.dims().size() + offset) {
-    return Status::InvalidArgument(ModelLabel(config) + ": input '" + tensor.name + "' has shape " +
-                                   ShapeToString(tensor.shape) + ", expected " + expected);
-  }
+bool DimsMatch(const inference::ModelInput& spec, const Tensor& tensor, size_t offset) {
+  if (tensor.shape.size() != spec.dims().size() + offset) return false;
   for (int i = 0; i < spec.dims().size(); ++i) {
     const int64_t want = spec.dims(i);
     const int64_t got = tensor.shape[offset + i];
-    if (got < 0 || (want != -1 && want != got)) {
-      return Status::InvalidArgument(ModelLabel(config) + ": input '" + tensor.name + "' has shape " +
-                                     ShapeToString(tensor.shape) + ", expected " + expected);
-    }
+    if (got < 0 || (want != -1 && want != got)) return false;
   }
-  return Status::Ok();
+  return true;
+}
+
+Status CheckDims(const ModelConfig& config, const inference::ModelInput& spec, const Tensor& tensor,
+                 bool batching) {
+  const size_t offset = batching ? 1 : 0;
+  if (DimsMatch(spec, tensor, offset)) return Status::Ok();
+  // The message is built only on failure: this runs for every input of every request.
+  std::vector<int64_t> expected(spec.dims().begin(), spec.dims().end());
+  if (batching) expected.insert(expected.begin(), -1);
+  return Status::InvalidArgument(ModelLabel(config) + ": input '" + tensor.name + "' has shape " +
+                                 ShapeToString(tensor.shape) + ", expected " + ShapeToString(expected));
 }
 
 Status CheckDataSize(const ModelConfig& config, const Tensor& tensor) {

@@ -6,10 +6,10 @@
 namespace inferd {
 namespace {
 
-// Byte offset of element `index` in a serialized BYTES tensor.
-size_t BytesOffsetOfElement(const uint8_t* data, size_t size, int64_t index) {
-  size_t offset = 0;
-  for (int64_t i = 0; i < index && offset + 4 <= size; ++i) {
+// Byte offset of the element `count` elements after the one at `offset`, in a serialized BYTES
+// tensor.
+size_t SkipBytesElements(const uint8_t* data, size_t size, size_t offset, int64_t count) {
+  for (int64_t i = 0; i < count && offset + 4 <= size; ++i) {
     uint32_t length;
     std::memcpy(&length, data + offset, 4);
     offset += 4 + length;
@@ -70,22 +70,17 @@ StatusOr<std::vector<std::vector<Tensor>>> SplitOutputs(std::vector<Tensor> outp
     ASSIGN_OR_RETURN(int64_t elements, ElementCount(output.shape));
     const int64_t per_item = total == 0 ? 0 : elements / total;
     const size_t item_bytes = DataTypeSize(output.dtype) * static_cast<size_t>(per_item);
-    int64_t first_item = 0;
+    size_t begin = 0;  // each request's slice starts where the previous one ended
     for (size_t r = 0; r < batch_sizes.size(); ++r) {
-      size_t begin, end;
-      if (output.dtype == DataType::kBytes) {
-        begin = BytesOffsetOfElement(output.data.get(), output.byte_size, first_item * per_item);
-        end = BytesOffsetOfElement(output.data.get(), output.byte_size,
-                                   (first_item + batch_sizes[r]) * per_item);
-      } else {
-        begin = static_cast<size_t>(first_item) * item_bytes;
-        end = begin + static_cast<size_t>(batch_sizes[r]) * item_bytes;
-      }
+      const size_t end =
+          output.dtype == DataType::kBytes
+              ? SkipBytesElements(output.data.get(), output.byte_size, begin, batch_sizes[r] * per_item)
+              : begin + static_cast<size_t>(batch_sizes[r]) * item_bytes;
       Tensor slice{output.name, output.dtype, output.shape, AliasData(output.data, output.data.get() + begin),
                    end - begin};
       slice.shape[0] = batch_sizes[r];
       per_request[r].push_back(std::move(slice));
-      first_item += batch_sizes[r];
+      begin = end;
     }
   }
   return per_request;

@@ -11,6 +11,8 @@
 #include <charconv>
 #include <chrono>
 
+#include "frontends/http/kserve_codec.h"  // ErrorJson
+
 namespace inferd {
 namespace {
 
@@ -29,11 +31,6 @@ HttpMethod MethodOf(http::verb verb) {
     default:
       return HttpMethod::kOther;
   }
-}
-
-std::string ErrorBody(std::string_view message) {
-  // Plain messages with no quotes or backslashes: safe to embed directly.
-  return std::string("{\"error\":\"") + std::string(message) + "\"}";
 }
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -112,7 +109,7 @@ class Session : public std::enable_shared_from_this<Session> {
       auto [end, parse_error] = std::from_chars(text.data(), text.data() + text.size(), length);
       if (parse_error != std::errc() || end != text.data() + text.size()) {
         return Write(
-            {400, "application/json", ErrorBody("Inference-Header-Content-Length is not a number"), {}});
+            {400, "application/json", ErrorJson("Inference-Header-Content-Length is not a number"), {}});
       }
       request.inference_header_length = length;
     }
@@ -146,7 +143,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void WriteErrorAndClose(unsigned status, std::string_view message) {
-    Write({status, "application/json", ErrorBody(message), {}}, /*close_after=*/true);
+    Write({status, "application/json", ErrorJson(message), {}}, /*close_after=*/true);
   }
 
   // Stop sending, then discard what the client still sends (bounded), so it reads our answer
