@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from inferd_harness import Inferd, write_repository  # noqa: E402
+from inferd_harness import Inferd, scalar_identity, write_repository  # noqa: E402
 
 # The models every end-to-end test can use. Costs are real busy time in the built-in backends.
 MODELS = {
@@ -51,47 +51,14 @@ MODELS = {
         dynamic_batching { max_queue_delay_microseconds: 20000 }
         parameters { key: "cost" value: { string_value: "fixed_us=20000,per_item_us=100" } }
         """, [1]),
-    "queue_one": ("""
-        backend: "identity"
-        max_batch_size: 1
-        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        dynamic_batching { default_queue_policy { max_queue_size: 1 } }
-        parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
-        """, [1]),
-    "timeout_reject": ("""
-        backend: "identity"
-        max_batch_size: 1
-        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        dynamic_batching { default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 100000 } }
-        parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
-        """, [1]),
-    "timeout_override": ("""
-        backend: "identity"
-        max_batch_size: 1
-        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        dynamic_batching { default_queue_policy { default_timeout_microseconds: 5000000
-                                                  allow_timeout_override: true } }
-        parameters { key: "cost" value: { string_value: "fixed_us=400000" } }
-        """, [1]),
-    "timeout_delay": ("""
-        backend: "identity"
-        max_batch_size: 1
-        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        dynamic_batching { default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 100000 } }
-        parameters { key: "cost" value: { string_value: "fixed_us=300000" } }
-        """, [1]),
-    "slow": ("""
-        backend: "identity"
-        max_batch_size: 4
-        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        instance_group [ { count: 4 } ]
-        parameters { key: "cost" value: { string_value: "fixed_us=600000" } }
-        """, [1]),
+    "queue_one": (scalar_identity(400000, "dynamic_batching { default_queue_policy { max_queue_size: 1 } }"), [1]),
+    "timeout_reject": (scalar_identity(400000, """dynamic_batching { default_queue_policy {
+        timeout_action: REJECT default_timeout_microseconds: 100000 } }"""), [1]),
+    "timeout_override": (scalar_identity(400000, """dynamic_batching { default_queue_policy {
+        default_timeout_microseconds: 5000000 allow_timeout_override: true } }"""), [1]),
+    "timeout_delay": (scalar_identity(300000, """dynamic_batching { default_queue_policy {
+        timeout_action: DELAY default_timeout_microseconds: 100000 } }"""), [1]),
+    "slow": (scalar_identity(600000, max_batch_size=4, instances=4), [1]),
 }
 
 

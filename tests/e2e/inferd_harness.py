@@ -26,6 +26,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def scalar_identity(cost_us=0, scheduling="", max_batch_size=1, instances=1):
+    """config.pbtxt of an identity model on one FP32 value, taking `cost_us` of real work per run."""
+    lines = ['backend: "identity"', f"max_batch_size: {max_batch_size}",
+             'input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]',
+             'output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]']
+    if scheduling:
+        lines.append(scheduling)
+    if instances > 1:
+        lines.append(f"instance_group [ {{ count: {instances} }} ]")
+    if cost_us:
+        lines.append(f'parameters {{ key: "cost" value: {{ string_value: "fixed_us={cost_us}" }} }}')
+    return "\n".join(lines) + "\n"
+
+
 def write_repository(root, models):
     """models: {name: (config_text, [versions])}"""
     root = Path(root)

@@ -4,14 +4,9 @@ import time
 
 import requests
 
-from inferd_harness import write_repository
+from inferd_harness import scalar_identity, write_repository
 
-IDENTITY = """
-    backend: "identity"
-    max_batch_size: 4
-    input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-    output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-"""
+IDENTITY = scalar_identity(max_batch_size=4)
 
 ONE = [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [3]}]
 
@@ -22,7 +17,7 @@ def test_broken_models_are_reported_and_the_rest_serve(fresh_server, tmp_path):
         "unknown_field": (IDENTITY + "\nshiny: true\n", [1]),
         "no_version": (IDENTITY, []),
         "missing_file": (IDENTITY + '\ndefault_model_filename: "model.onnx"\n', [1]),
-        "bad_dims": (IDENTITY.replace("dims: [ 1 ] } ]\n    output", "dims: [ 0 ] } ]\n    output"), [1]),
+        "bad_dims": (IDENTITY.replace('"INPUT0", data_type: TYPE_FP32, dims: [ 1 ]', '"INPUT0", data_type: TYPE_FP32, dims: [ 0 ]'), [1]),
     })
     server = fresh_server(repo=repo)
     assert server.infer("good", ONE).status_code == 200
@@ -89,14 +84,7 @@ def test_sigterm_drains_in_flight_requests(fresh_server):
 
 
 def test_exit_timeout_cancels_what_is_still_queued(fresh_server, tmp_path):
-    repo = write_repository(tmp_path, {"one_at_a_time": ("""
-        backend: "identity"
-        max_batch_size: 1
-        input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
-        dynamic_batching { }
-        parameters { key: "cost" value: { string_value: "fixed_us=500000" } }
-        """, [1])})
+    repo = write_repository(tmp_path, {"one_at_a_time": (scalar_identity(500000, "dynamic_batching { }"), [1])})
     server = fresh_server("--exit-timeout-secs", "1", repo=repo)
     codes = []
 

@@ -1,4 +1,5 @@
 """KServe v2 REST: health, metadata, inference in JSON and binary, config, stats, repository."""
+import http.client
 import json
 import struct
 
@@ -164,8 +165,16 @@ def test_metrics_exposed(server):
 
 
 def test_keep_alive_reuses_one_connection(server):
-    with requests.Session() as session:
-        for _ in range(20):
-            response = session.post(server.url + "/v2/models/identity_fp32/infer", json={
-                "inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [1]}]})
-            assert response.status_code == 200
+    # http.client reconnects silently when the server closes; the socket object tells if it did.
+    connection = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=10)
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [1]}]})
+    first_socket = None
+    for _ in range(20):
+        connection.request("POST", "/v2/models/identity_fp32/infer", body=body,
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200
+        response.read()
+        first_socket = first_socket or connection.sock
+        assert connection.sock is first_socket
+    connection.close()
