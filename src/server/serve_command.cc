@@ -40,8 +40,9 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->envname("INFERD_METRICS_PORT");
   command
       ->add_option("--http-threads", flags->http_threads,
-                   "I/O threads parsing and writing HTTP (never run models)")
-      ->check(CLI::Range(1, 256))
+                   "I/O threads parsing and writing HTTP, never running models (0: one per four cores, "
+                   "at least one)")
+      ->check(CLI::Range(0, 256))
       ->capture_default_str()
       ->envname("INFERD_HTTP_THREADS");
   command
@@ -75,6 +76,11 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
+// I/O is cheap next to inference: a request costs an I/O thread tens of microseconds. More I/O
+// threads than that needs only add context switches; on 2 cores a second one cut req/s at
+// concurrency 8 by a quarter (docs/BENCHMARKS.md).
+int DefaultHttpThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 4)); }
+
 }  // namespace
 
 int RunServe(const ServeFlags& flags) {
@@ -96,7 +102,7 @@ int RunServe(const ServeFlags& flags) {
   }
   HttpServer http({.address = flags.http_address,
                    .port = flags.http_port,
-                   .io_threads = flags.http_threads,
+                   .io_threads = flags.http_threads > 0 ? flags.http_threads : DefaultHttpThreads(),
                    .max_body_bytes = flags.http_max_body_bytes},
                   MakeKServeHandler(&server));
   HttpServer metrics({.address = flags.http_address, .port = flags.metrics_port, .io_threads = 1},
