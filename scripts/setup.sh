@@ -13,6 +13,8 @@ PACKAGES=(
   libboost1.74-dev                    # Asio + Beast (header-only)
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev
+  libonnx-dev libdnnl-dev             # the runtime: ONNX protobuf classes, oneDNN
+  libonnx-testdata                    # ONNX backend test suite (tests/conformance)
   # end-to-end tests
   curl python3 python3-requests python3-pytest procps
 )

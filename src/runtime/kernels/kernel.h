@@ -1,0 +1,75 @@
+// One kernel per node. A kernel is built at load from its node (attributes are checked there, so a
+// bad model fails at load, never at run time) and runs many times.
+//
+// Run gets one pointer per node input (nullptr where an optional input is absent) and fills one
+// Tensor per node output. Kernels never keep pointers to their inputs between runs.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "runtime/ir/graph.h"
+
+namespace inferd::runtime {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual Status Run(std::span<const Tensor* const> inputs, std::span<Tensor> outputs) = 0;
+};
+
+using KernelFactory = std::function<StatusOr<std::unique_ptr<Kernel>>(const Node& node, int opset)>;
+
+// Op type -> factory, for the default ONNX domain. A factory handles every opset from the one it
+// was registered with; it reads `opset` where an op's signature changed (e.g. Squeeze's axes moved
+// from an attribute to an input in opset 13).
+class KernelRegistry {
+ public:
+  void Register(std::string op_type, int since_opset, KernelFactory factory);
+  // nullptr when the op (in that domain and opset) has no kernel.
+  const KernelFactory* Find(std::string_view op_type, std::string_view domain, int opset) const;
+  std::vector<std::string> OpTypes() const;
+
+  // Every kernel compiled into the runtime.
+  static const KernelRegistry& Default();
+
+ private:
+  struct Entry {
+    int since_opset;
+    KernelFactory factory;
+  };
+  std::map<std::string, std::vector<Entry>, std::less<>> entries_;
+};
+
+// Registration, one function per kernel family (kernels/*.cc).
+void RegisterElementwiseKernels(KernelRegistry* registry);
+void RegisterShapeKernels(KernelRegistry* registry);
+void RegisterReduceKernels(KernelRegistry* registry);
+void RegisterNnKernels(KernelRegistry* registry);
+
+// A kernel made from a lambda, for the many ops whose only state is a few attributes.
+template <typename Fn>
+class LambdaKernel final : public Kernel {
+ public:
+  explicit LambdaKernel(Fn fn) : fn_(std::move(fn)) {}
+  Status Run(std::span<const Tensor* const> inputs, std::span<Tensor> outputs) override {
+    return fn_(inputs, outputs);
+  }
+
+ private:
+  Fn fn_;
+};
+
+template <typename Fn>
+StatusOr<std::unique_ptr<Kernel>> MakeKernel(Fn fn) {
+  return std::unique_ptr<Kernel>(std::make_unique<LambdaKernel<Fn>>(std::move(fn)));
+}
+
+}  // namespace inferd::runtime

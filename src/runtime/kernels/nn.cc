@@ -1,0 +1,656 @@
+// Neural-network kernels, reference implementations: MatMul, Gemm, Conv, ConvTranspose, pooling,
+// normalizations and the softmax family. The oneDNN fast paths are tested against these.
+#include <cmath>
+#include <limits>
+
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/tensor_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+
+const Tensor* Input(Inputs in, size_t i) { return i < in.size() ? in[i] : nullptr; }
+
+Status Need(Inputs in, size_t count, std::string_view op) {
+  for (size_t i = 0; i < count; ++i) {
+    if (Input(in, i) == nullptr) return Status::InvalidArgument(std::string(op) + " needs input " + std::to_string(i));
+  }
+  return Status::Ok();
+}
+
+Status NeedFloat(const Tensor& t, std::string_view op) {
+  if (t.dtype != DataType::kFp32) {
+    return Status::Unimplemented(std::string(op) + " supports FP32 only, got " + std::string(DataTypeName(t.dtype)));
+  }
+  return Status::Ok();
+}
+
+// ---- MatMul, Gemm ----
+
+// C[m, n] (+)= sum_k A[m, k] * B[k, n], with explicit strides so transposes need no copy.
+template <typename T>
+void MatrixMultiply(const T* a, int64_t a_row, int64_t a_col, const T* b, int64_t b_row, int64_t b_col, T* c,
+                    int64_t m, int64_t n, int64_t k) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * n + j] = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      const T av = a[i * a_row + p * a_col];
+      for (int64_t j = 0; j < n; ++j) c[i * n + j] += av * b[p * b_row + j * b_col];
+    }
+  }
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeMatMul(const Node&, int) {
+  return MakeKernel([](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 2, "MatMul"));
+    if (in[0]->dtype != in[1]->dtype) return Status::InvalidArgument("MatMul: input types differ");
+    Shape a = in[0]->shape, b = in[1]->shape;
+    if (a.empty() || b.empty()) return Status::InvalidArgument("MatMul: scalar inputs");
+    const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
+    if (a_vector) a.insert(a.begin(), 1);
+    if (b_vector) b.push_back(1);
+    const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+    if (b[b.size() - 2] != k) {
+      return Status::InvalidArgument("MatMul: " + ShapeToString(in[0]->shape) + " x " + ShapeToString(in[1]->shape));
+    }
+    Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+    ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(a_batch, b_batch));
+    Shape shape = batch;
+    if (!a_vector) shape.push_back(m);
+    if (!b_vector) shape.push_back(n);
+    std::vector<int64_t> a_strides = BroadcastStrides(a_batch, batch), b_strides = BroadcastStrides(b_batch, batch);
+    return DispatchNumeric(in[0]->dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], in[0]->dtype, shape));
+      const T* x = ValuesOf<T>(*in[0]);
+      const T* y = ValuesOf<T>(*in[1]);
+      int64_t i = 0;
+      ForEachIndex<2>(batch, std::array<std::vector<int64_t>, 2>{a_strides, b_strides},
+                      [&](const std::array<int64_t, 2>& at) {
+                        MatrixMultiply(x + at[0] * m * k, k, 1, y + at[1] * k * n, n, 1, dst + i * m * n, m, n, k);
+                        ++i;
+                      });
+      if (batch.empty()) MatrixMultiply(x, k, 1, y, n, 1, dst, m, n, k);
+      return Status::Ok();
+    });
+  });
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeGemm(const Node& node, int) {
+  ASSIGN_OR_RETURN(float alpha, node.Float("alpha", 1.0f));
+  ASSIGN_OR_RETURN(float beta, node.Float("beta", 1.0f));
+  ASSIGN_OR_RETURN(int64_t trans_a, node.Int("transA", 0));
+  ASSIGN_OR_RETURN(int64_t trans_b, node.Int("transB", 0));
+  return MakeKernel([=](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 2, "Gemm"));
+    const Tensor &a = *in[0], &b = *in[1];
+    if (a.shape.size() != 2 || b.shape.size() != 2) return Status::InvalidArgument("Gemm needs 2-D A and B");
+    const int64_t m = trans_a ? a.shape[1] : a.shape[0], k = trans_a ? a.shape[0] : a.shape[1];
+    const int64_t n = trans_b ? b.shape[0] : b.shape[1];
+    if ((trans_b ? b.shape[1] : b.shape[0]) != k) return Status::InvalidArgument("Gemm: inner dims differ");
+    return DispatchFloat(a.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], a.dtype, {m, n}));
+      MatrixMultiply(ValuesOf<T>(a), trans_a ? 1 : k, trans_a ? m : 1, ValuesOf<T>(b), trans_b ? 1 : n,
+                     trans_b ? k : 1, dst, m, n, k);
+      for (int64_t i = 0; i < m * n; ++i) dst[i] *= static_cast<T>(alpha);
+      if (const Tensor* c = Input(in, 2); c != nullptr && beta != 0) {
+        ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(c->shape, {m, n}));
+        if (shape != Shape{m, n}) return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
+        const T* cv = ValuesOf<T>(*c);
+        int64_t i = 0;
+        ForEachIndex<1>(shape, std::array<std::vector<int64_t>, 1>{BroadcastStrides(c->shape, shape)},
+                        [&](const std::array<int64_t, 1>& at) { dst[i++] += static_cast<T>(beta) * cv[at[0]]; });
+      }
+      return Status::Ok();
+    });
+  });
+}
+
+// ---- windows: shared by Conv, ConvTranspose and pooling ----
+
+struct WindowAttributes {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends
+  std::string auto_pad = "NOTSET";
+  bool ceil_mode = false;
+};
+
+StatusOr<WindowAttributes> ReadWindow(const Node& node) {
+  WindowAttributes w;
+  ASSIGN_OR_RETURN(w.kernel, node.Ints("kernel_shape"));
+  ASSIGN_OR_RETURN(w.strides, node.Ints("strides"));
+  ASSIGN_OR_RETURN(w.dilations, node.Ints("dilations"));
+  ASSIGN_OR_RETURN(w.pads, node.Ints("pads"));
+  ASSIGN_OR_RETURN(w.auto_pad, node.String("auto_pad", "NOTSET"));
+  ASSIGN_OR_RETURN(int64_t ceil_mode, node.Int("ceil_mode", 0));
+  w.ceil_mode = ceil_mode != 0;
+  return w;
+}
+
+// Fills defaults for `spatial` dims and resolves auto_pad against the input size.
+Status ResolveWindow(WindowAttributes* w, const Shape& input_spatial, std::vector<int64_t>* out_spatial) {
+  const size_t dims = input_spatial.size();
+  if (w->kernel.size() != dims) return Status::InvalidArgument("kernel_shape does not match the input rank");
+  if (w->strides.empty()) w->strides.assign(dims, 1);
+  if (w->dilations.empty()) w->dilations.assign(dims, 1);
+  if (w->pads.empty()) w->pads.assign(2 * dims, 0);
+  if (w->strides.size() != dims || w->dilations.size() != dims || w->pads.size() != 2 * dims) {
+    return Status::InvalidArgument("strides, dilations or pads do not match the input rank");
+  }
+  out_spatial->assign(dims, 0);
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t in = input_spatial[d], stride = w->strides[d];
+    const int64_t extent = w->dilations[d] * (w->kernel[d] - 1) + 1;
+    if (stride <= 0 || w->dilations[d] <= 0 || w->kernel[d] <= 0) return Status::InvalidArgument("non-positive window");
+    if (w->auto_pad == "SAME_UPPER" || w->auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + stride - 1) / stride;
+      const int64_t total = std::max<int64_t>(0, (out - 1) * stride + extent - in);
+      const int64_t small = total / 2, large = total - small;
+      w->pads[d] = w->auto_pad == "SAME_UPPER" ? small : large;
+      w->pads[d + dims] = w->auto_pad == "SAME_UPPER" ? large : small;
+    } else if (w->auto_pad == "VALID") {
+      w->pads[d] = w->pads[d + dims] = 0;
+    } else if (w->auto_pad != "NOTSET") {
+      return Status::InvalidArgument("unknown auto_pad '" + w->auto_pad + "'");
+    }
+    const int64_t span = in + w->pads[d] + w->pads[d + dims] - extent;
+    if (span < 0) return Status::InvalidArgument("window larger than the padded input");
+    int64_t out = (w->ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+    // In ceil mode the last window must start inside the input or its left padding.
+    if (w->ceil_mode && (out - 1) * stride >= in + w->pads[d]) --out;
+    (*out_spatial)[d] = out;
+  }
+  return Status::Ok();
+}
+
+// For each spatial dim, the input coordinate of (output position, kernel tap); -1 in the padding.
+std::vector<std::vector<int64_t>> TapTable(const WindowAttributes& w, const Shape& in_spatial,
+                                           const std::vector<int64_t>& out_spatial) {
+  std::vector<std::vector<int64_t>> table(in_spatial.size());
+  for (size_t d = 0; d < in_spatial.size(); ++d) {
+    for (int64_t o = 0; o < out_spatial[d]; ++o) {
+      for (int64_t k = 0; k < w.kernel[d]; ++k) {
+        int64_t coordinate = o * w.strides[d] - w.pads[d] + k * w.dilations[d];
+        table[d].push_back(coordinate >= 0 && coordinate < in_spatial[d] ? coordinate : -1);
+      }
+    }
+  }
+  return table;
+}
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+// Calls fn(input_offset_or_-1) for every kernel tap of output position `out_index` (flat).
+template <typename Fn>
+void ForEachTap(const WindowAttributes& w, const std::vector<std::vector<int64_t>>& table,
+                const std::vector<int64_t>& out_spatial, const std::vector<int64_t>& in_strides, int64_t out_index,
+                Fn&& fn) {
+  const size_t dims = out_spatial.size();
+  std::vector<int64_t> position(dims);
+  for (size_t d = dims; d-- > 0;) {
+    position[d] = out_index % out_spatial[d];
+    out_index /= out_spatial[d];
+  }
+  const int64_t taps = Product(w.kernel);
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t rest = t, offset = 0;
+    bool inside = true;
+    for (size_t d = dims; d-- > 0;) {
+      const int64_t k = rest % w.kernel[d];
+      rest /= w.kernel[d];
+      const int64_t coordinate = table[d][position[d] * w.kernel[d] + k];
+      if (coordinate < 0) inside = false;
+      offset += coordinate * in_strides[d];
+    }
+    fn(inside ? offset : -1, t);
+  }
+}
+
+// ---- Conv ----
+
+StatusOr<std::unique_ptr<Kernel>> MakeConv(const Node& node, int) {
+  ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+  ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
+  if (group <= 0) return Status::InvalidArgument(node.Describe() + ": group must be positive");
+  return MakeKernel([window, group](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 2, "Conv"));
+    const Tensor &x = *in[0], &weight = *in[1];
+    RETURN_IF_ERROR(NeedFloat(x, "Conv"));
+    if (x.shape.size() < 3 || weight.shape.size() != x.shape.size()) return Status::InvalidArgument("Conv: bad ranks");
+    const int64_t batch = x.shape[0], channels = x.shape[1], filters = weight.shape[0];
+    const int64_t group_channels = weight.shape[1];
+    if (channels != group_channels * group || filters % group) return Status::InvalidArgument("Conv: channels do not match groups");
+    Shape in_spatial(x.shape.begin() + 2, x.shape.end());
+    WindowAttributes w = window;
+    if (w.kernel.empty()) w.kernel.assign(weight.shape.begin() + 2, weight.shape.end());
+    std::vector<int64_t> out_spatial;
+    RETURN_IF_ERROR(ResolveWindow(&w, in_spatial, &out_spatial));
+    Shape shape{batch, filters};
+    shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
+    const float* src = ValuesOf<float>(x);
+    const float* weights = ValuesOf<float>(weight);
+    const float* bias = Input(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
+    const auto table = TapTable(w, in_spatial, out_spatial);
+    const std::vector<int64_t> in_strides = ContiguousStrides(in_spatial);
+    const int64_t in_size = Product(in_spatial), out_size = Product(out_spatial), taps = Product(w.kernel);
+    const int64_t filters_per_group = filters / group;
+    std::vector<int64_t> offsets(static_cast<size_t>(taps));
+    for (int64_t o = 0; o < out_size; ++o) {
+      ForEachTap(w, table, out_spatial, in_strides, o, [&](int64_t offset, int64_t t) { offsets[t] = offset; });
+      for (int64_t n = 0; n < batch; ++n) {
+        for (int64_t f = 0; f < filters; ++f) {
+          const int64_t g = f / filters_per_group;
+          double sum = bias ? bias[f] : 0.0;
+          for (int64_t c = 0; c < group_channels; ++c) {
+            const float* plane = src + (n * channels + g * group_channels + c) * in_size;
+            const float* kernel = weights + (f * group_channels + c) * taps;
+            for (int64_t t = 0; t < taps; ++t) {
+              if (offsets[t] >= 0) sum += static_cast<double>(plane[offsets[t]]) * kernel[t];
+            }
+          }
+          dst[(n * filters + f) * out_size + o] = static_cast<float>(sum);
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+// ---- ConvTranspose: scatter each input position into the output ----
+
+StatusOr<std::unique_ptr<Kernel>> MakeConvTranspose(const Node& node, int) {
+  ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+  ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, node.Ints("output_padding"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, node.Ints("output_shape"));
+  if (group <= 0) return Status::InvalidArgument(node.Describe() + ": group must be positive");
+  return MakeKernel([=](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 2, "ConvTranspose"));
+    const Tensor &x = *in[0], &weight = *in[1];
+    RETURN_IF_ERROR(NeedFloat(x, "ConvTranspose"));
+    if (x.shape.size() < 3 || weight.shape.size() != x.shape.size()) return Status::InvalidArgument("ConvTranspose: bad ranks");
+    const size_t dims = x.shape.size() - 2;
+    const int64_t batch = x.shape[0], channels = x.shape[1];
+    const int64_t group_filters = weight.shape[1], filters = group_filters * group;
+    if (weight.shape[0] != channels || channels % group) return Status::InvalidArgument("ConvTranspose: channels do not match");
+    WindowAttributes w = window;
+    if (w.kernel.empty()) w.kernel.assign(weight.shape.begin() + 2, weight.shape.end());
+    if (w.strides.empty()) w.strides.assign(dims, 1);
+    if (w.dilations.empty()) w.dilations.assign(dims, 1);
+    if (w.pads.empty()) w.pads.assign(2 * dims, 0);
+    std::vector<int64_t> padding = output_padding.empty() ? std::vector<int64_t>(dims, 0) : output_padding;
+    Shape in_spatial(x.shape.begin() + 2, x.shape.end());
+    std::vector<int64_t> out_spatial(dims);
+    for (size_t d = 0; d < dims; ++d) {
+      const int64_t extent = w.dilations[d] * (w.kernel[d] - 1) + 1;
+      const int64_t full = w.strides[d] * (in_spatial[d] - 1) + padding[d] + extent;
+      if (!output_shape.empty()) {
+        out_spatial[d] = output_shape[output_shape.size() - dims + d];
+        const int64_t total = std::max<int64_t>(0, full - out_spatial[d]);
+        const bool upper = w.auto_pad != "SAME_LOWER";
+        w.pads[d] = upper ? total / 2 : total - total / 2;
+        w.pads[d + dims] = total - w.pads[d];
+      } else if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
+        out_spatial[d] = in_spatial[d] * w.strides[d];
+        const int64_t total = std::max<int64_t>(0, full - out_spatial[d]);
+        w.pads[d] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        w.pads[d + dims] = total - w.pads[d];
+      } else {
+        out_spatial[d] = full - w.pads[d] - w.pads[d + dims];
+      }
+      if (out_spatial[d] <= 0) return Status::InvalidArgument("ConvTranspose: empty output");
+    }
+    Shape shape{batch, filters};
+    shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
+    const int64_t out_size = Product(out_spatial), in_size = Product(in_spatial), taps = Product(w.kernel);
+    const float* bias = Input(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t f = 0; f < filters; ++f) std::fill_n(dst + (n * filters + f) * out_size, out_size, bias ? bias[f] : 0.0f);
+    }
+    const float* src = ValuesOf<float>(x);
+    const float* weights = ValuesOf<float>(weight);
+    const std::vector<int64_t> out_strides = ContiguousStrides(out_spatial);
+    const int64_t channels_per_group = channels / group;
+    for (int64_t i = 0; i < in_size; ++i) {
+      for (int64_t t = 0; t < taps; ++t) {
+        int64_t rest_i = i, rest_t = t, offset = 0;
+        bool inside = true;
+        for (size_t d = dims; d-- > 0;) {
+          const int64_t position = rest_i % in_spatial[d], k = rest_t % w.kernel[d];
+          rest_i /= in_spatial[d];
+          rest_t /= w.kernel[d];
+          const int64_t coordinate = position * w.strides[d] + k * w.dilations[d] - w.pads[d];
+          if (coordinate < 0 || coordinate >= out_spatial[d]) inside = false;
+          offset += coordinate * out_strides[d];
+        }
+        if (!inside) continue;
+        for (int64_t n = 0; n < batch; ++n) {
+          for (int64_t c = 0; c < channels; ++c) {
+            const int64_t g = c / channels_per_group;
+            const float value = src[(n * channels + c) * in_size + i];
+            for (int64_t fg = 0; fg < group_filters; ++fg) {
+              const int64_t f = g * group_filters + fg;
+              dst[(n * filters + f) * out_size + offset] += value * weights[(c * group_filters + fg) * taps + t];
+            }
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+// ---- pooling ----
+
+StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
+  ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+  ASSIGN_OR_RETURN(int64_t count_include_pad, node.Int("count_include_pad", 0));
+  ASSIGN_OR_RETURN(int64_t storage_order, node.Int("storage_order", 0));
+  if (window.kernel.empty()) return Status::InvalidArgument(node.Describe() + ": kernel_shape is required");
+  return MakeKernel([=](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 1, "pooling"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "pooling"));
+    if (x.shape.size() < 3) return Status::InvalidArgument("pooling needs N, C and spatial dims");
+    Shape in_spatial(x.shape.begin() + 2, x.shape.end());
+    WindowAttributes w = window;
+    std::vector<int64_t> out_spatial;
+    RETURN_IF_ERROR(ResolveWindow(&w, in_spatial, &out_spatial));
+    const int64_t planes = x.shape[0] * x.shape[1];
+    Shape shape{x.shape[0], x.shape[1]};
+    shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
+    int64_t* indices = nullptr;
+    if (is_max && out.size() > 1) {
+      ASSIGN_OR_RETURN(indices, AllocateOutputAs<int64_t>(&out[1], DataType::kInt64, shape));
+    }
+    const auto table = TapTable(w, in_spatial, out_spatial);
+    const std::vector<int64_t> in_strides = ContiguousStrides(in_spatial);
+    const int64_t in_size = Product(in_spatial), out_size = Product(out_spatial);
+    const float* src = ValuesOf<float>(x);
+    // Average pooling with count_include_pad counts taps inside input + explicit pads only.
+    std::vector<int64_t> padded_extent(in_spatial.size());
+    for (size_t d = 0; d < in_spatial.size(); ++d) padded_extent[d] = in_spatial[d] + w.pads[d] + w.pads[d + in_spatial.size()];
+    for (int64_t o = 0; o < out_size; ++o) {
+      std::vector<int64_t> offsets;
+      ForEachTap(w, table, out_spatial, in_strides, o, [&](int64_t offset, int64_t) { offsets.push_back(offset); });
+      int64_t include_pad_count = 0;
+      if (!is_max && count_include_pad) {
+        int64_t rest = o;
+        include_pad_count = 1;
+        for (size_t d = out_spatial.size(); d-- > 0;) {
+          const int64_t position = rest % out_spatial[d];
+          rest /= out_spatial[d];
+          const int64_t begin = position * w.strides[d];
+          const int64_t end = std::min(begin + w.dilations[d] * (w.kernel[d] - 1) + 1, padded_extent[d]);
+          include_pad_count *= (end - begin + w.dilations[d] - 1) / w.dilations[d];
+        }
+      }
+      for (int64_t p = 0; p < planes; ++p) {
+        const float* plane = src + p * in_size;
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        int64_t count = 0, best = -1;
+        for (int64_t offset : offsets) {
+          if (offset < 0) continue;
+          const double v = plane[offset];
+          if (is_max) {
+            if (v > acc || best < 0) {
+              acc = v;
+              best = offset;
+            }
+          } else {
+            acc += v;
+          }
+          ++count;
+        }
+        if (!is_max) acc = acc / static_cast<double>(count_include_pad ? include_pad_count : std::max<int64_t>(count, 1));
+        dst[p * out_size + o] = static_cast<float>(acc);
+        if (indices) {
+          int64_t flat = best;
+          if (storage_order == 1 && in_spatial.size() == 2) flat = (best % in_spatial[1]) * in_spatial[0] + best / in_spatial[1];
+          indices[p * out_size + o] = p * in_size + flat;
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeGlobalPool(bool is_max) {
+  return MakeKernel([is_max](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 1, "global pooling"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "global pooling"));
+    if (x.shape.size() < 3) return Status::InvalidArgument("global pooling needs spatial dims");
+    Shape shape(x.shape.size(), 1);
+    shape[0] = x.shape[0];
+    shape[1] = x.shape[1];
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
+    const int64_t planes = x.shape[0] * x.shape[1], size = ElementsOf(x) / std::max<int64_t>(planes, 1);
+    const float* src = ValuesOf<float>(x);
+    for (int64_t p = 0; p < planes; ++p) {
+      double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t i = 0; i < size; ++i) acc = is_max ? std::max<double>(acc, src[p * size + i]) : acc + src[p * size + i];
+      dst[p] = static_cast<float>(is_max ? acc : acc / static_cast<double>(size));
+    }
+    return Status::Ok();
+  });
+}
+
+// ---- normalizations ----
+
+StatusOr<std::unique_ptr<Kernel>> MakeBatchNorm(const Node& node, int) {
+  ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(int64_t training, node.Int("training_mode", 0));
+  if (training) return Status::Unimplemented(node.Describe() + ": training_mode is not supported");
+  ASSIGN_OR_RETURN(int64_t spatial, node.Int("spatial", 1));  // opsets 6-8
+  if (!spatial) return Status::Unimplemented(node.Describe() + ": spatial=0 is not supported");
+  return MakeKernel([epsilon](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 5, "BatchNormalization"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "BatchNormalization"));
+    if (x.shape.size() < 2) return Status::InvalidArgument("BatchNormalization needs N and C dims");
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+    const int64_t batch = x.shape[0], channels = x.shape[1];
+    const int64_t size = ElementsOf(x) / std::max<int64_t>(batch * channels, 1);
+    const float *scale = ValuesOf<float>(*in[1]), *bias = ValuesOf<float>(*in[2]);
+    const float *mean = ValuesOf<float>(*in[3]), *var = ValuesOf<float>(*in[4]);
+    const float* src = ValuesOf<float>(x);
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float a = scale[c] / std::sqrt(var[c] + epsilon), b = bias[c] - mean[c] * a;
+        const int64_t base = (n * channels + c) * size;
+        for (int64_t i = 0; i < size; ++i) dst[base + i] = src[base + i] * a + b;
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeInstanceNorm(const Node& node, int) {
+  ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+  return MakeKernel([epsilon](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 3, "InstanceNormalization"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "InstanceNormalization"));
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+    const int64_t channels = x.shape[1], planes = x.shape[0] * channels;
+    const int64_t size = ElementsOf(x) / std::max<int64_t>(planes, 1);
+    const float *scale = ValuesOf<float>(*in[1]), *bias = ValuesOf<float>(*in[2]), *src = ValuesOf<float>(x);
+    for (int64_t p = 0; p < planes; ++p) {
+      double sum = 0, squares = 0;
+      for (int64_t i = 0; i < size; ++i) sum += src[p * size + i];
+      const double mean = sum / static_cast<double>(size);
+      for (int64_t i = 0; i < size; ++i) squares += (src[p * size + i] - mean) * (src[p * size + i] - mean);
+      const double inv = 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon);
+      const int64_t c = p % channels;
+      for (int64_t i = 0; i < size; ++i) dst[p * size + i] = static_cast<float>((src[p * size + i] - mean) * inv * scale[c] + bias[c]);
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeLayerNorm(const Node& node, int) {
+  ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", -1));
+  ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+  return MakeKernel([axis_attribute, epsilon](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 2, "LayerNormalization"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "LayerNormalization"));
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "LayerNormalization"));
+    int64_t rows = 1, size = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? rows : size) *= x.shape[d];
+    Shape normalized(x.shape.begin() + axis, x.shape.end());
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+    Shape stat_shape = x.shape;
+    for (int64_t d = axis; d < rank; ++d) stat_shape[d] = 1;
+    float *mean_out = nullptr, *inv_out = nullptr;
+    if (out.size() > 1) {
+      ASSIGN_OR_RETURN(mean_out, AllocateOutputAs<float>(&out[1], DataType::kFp32, stat_shape));
+    }
+    if (out.size() > 2) {
+      ASSIGN_OR_RETURN(inv_out, AllocateOutputAs<float>(&out[2], DataType::kFp32, stat_shape));
+    }
+    // Scale and bias broadcast onto the normalized dims.
+    auto expand = [&](const Tensor* t, std::vector<float>* values) -> Status {
+      values->assign(static_cast<size_t>(size), 0.0f);
+      if (t == nullptr) return Status::Ok();
+      ASSIGN_OR_RETURN(Shape s, BroadcastShapes(t->shape, normalized));
+      if (s != normalized) return Status::InvalidArgument("LayerNormalization: scale/bias do not broadcast");
+      int64_t i = 0;
+      const float* v = ValuesOf<float>(*t);
+      ForEachIndex<1>(normalized, std::array<std::vector<int64_t>, 1>{BroadcastStrides(t->shape, normalized)},
+                      [&](const std::array<int64_t, 1>& at) { (*values)[i++] = v[at[0]]; });
+      return Status::Ok();
+    };
+    std::vector<float> scale, bias;
+    RETURN_IF_ERROR(expand(in[1], &scale));
+    RETURN_IF_ERROR(expand(Input(in, 2), &bias));
+    const float* src = ValuesOf<float>(x);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = src + r * size;
+      double sum = 0, squares = 0;
+      for (int64_t i = 0; i < size; ++i) sum += row[i];
+      const double mean = sum / static_cast<double>(size);
+      for (int64_t i = 0; i < size; ++i) squares += (row[i] - mean) * (row[i] - mean);
+      const double inv = 1.0 / std::sqrt(squares / static_cast<double>(size) + epsilon);
+      for (int64_t i = 0; i < size; ++i) dst[r * size + i] = static_cast<float>((row[i] - mean) * inv * scale[i] + bias[i]);
+      if (mean_out) mean_out[r] = static_cast<float>(mean);
+      if (inv_out) inv_out[r] = static_cast<float>(inv);
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeLrn(const Node& node, int) {
+  ASSIGN_OR_RETURN(float alpha, node.Float("alpha", 1e-4f));
+  ASSIGN_OR_RETURN(float beta, node.Float("beta", 0.75f));
+  ASSIGN_OR_RETURN(float bias, node.Float("bias", 1.0f));
+  ASSIGN_OR_RETURN(int64_t size, node.Int("size", 0));
+  if (size <= 0) return Status::InvalidArgument(node.Describe() + ": size must be positive");
+  return MakeKernel([=](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 1, "LRN"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "LRN"));
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+    const int64_t batch = x.shape[0], channels = x.shape[1];
+    const int64_t plane = ElementsOf(x) / std::max<int64_t>(batch * channels, 1);
+    const float* src = ValuesOf<float>(x);
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t i = 0; i < plane; ++i) {
+          double sum = 0;
+          for (int64_t k = std::max<int64_t>(0, c - before); k <= std::min(channels - 1, c + after); ++k) {
+            const double v = src[(n * channels + k) * plane + i];
+            sum += v * v;
+          }
+          const int64_t at = (n * channels + c) * plane + i;
+          dst[at] = static_cast<float>(src[at] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+// ---- softmax family ----
+
+enum class SoftmaxKind { kSoftmax, kLogSoftmax, kHardmax };
+
+StatusOr<std::unique_ptr<Kernel>> MakeSoftmax(const Node& node, int opset, SoftmaxKind kind) {
+  // Before opset 13 the input is coerced to 2-D at `axis` (default 1); from 13, one axis (default -1).
+  const bool coerce = opset < 13;
+  ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", coerce ? 1 : -1));
+  return MakeKernel([=](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 1, "Softmax"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "Softmax"));
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "Softmax"));
+    int64_t outer = 1, dim = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d < axis) outer *= x.shape[d];
+      else if (d == axis || coerce) dim *= x.shape[d];
+      else inner *= x.shape[d];
+    }
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+    const float* src = ValuesOf<float>(x);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        auto at = [&](int64_t k) { return (o * dim + k) * inner + i; };
+        float max = -std::numeric_limits<float>::infinity();
+        int64_t argmax = 0;
+        for (int64_t k = 0; k < dim; ++k) {
+          if (src[at(k)] > max) {
+            max = src[at(k)];
+            argmax = k;
+          }
+        }
+        if (kind == SoftmaxKind::kHardmax) {
+          for (int64_t k = 0; k < dim; ++k) dst[at(k)] = k == argmax ? 1.0f : 0.0f;
+          continue;
+        }
+        double sum = 0;
+        for (int64_t k = 0; k < dim; ++k) sum += std::exp(static_cast<double>(src[at(k)]) - max);
+        for (int64_t k = 0; k < dim; ++k) {
+          const double shifted = static_cast<double>(src[at(k)]) - max;
+          dst[at(k)] = static_cast<float>(kind == SoftmaxKind::kLogSoftmax ? shifted - std::log(sum) : std::exp(shifted) / sum);
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+void RegisterNnKernels(KernelRegistry* r) {
+  r->Register("MatMul", 1, MakeMatMul);
+  r->Register("Gemm", 6, MakeGemm);  // opset 6: C always broadcasts when it can
+  r->Register("Conv", 1, MakeConv);
+  r->Register("ConvTranspose", 1, MakeConvTranspose);
+  r->Register("MaxPool", 1, [](const Node& n, int) { return MakePool(n, true); });
+  r->Register("AveragePool", 1, [](const Node& n, int) { return MakePool(n, false); });
+  r->Register("GlobalMaxPool", 1, [](const Node&, int) { return MakeGlobalPool(true); });
+  r->Register("GlobalAveragePool", 1, [](const Node&, int) { return MakeGlobalPool(false); });
+  r->Register("BatchNormalization", 6, MakeBatchNorm);
+  r->Register("InstanceNormalization", 1, MakeInstanceNorm);
+  r->Register("LayerNormalization", 17, MakeLayerNorm);
+  r->Register("LRN", 1, MakeLrn);
+  r->Register("Softmax", 1, [](const Node& n, int o) { return MakeSoftmax(n, o, SoftmaxKind::kSoftmax); });
+  r->Register("LogSoftmax", 1, [](const Node& n, int o) { return MakeSoftmax(n, o, SoftmaxKind::kLogSoftmax); });
+  r->Register("Hardmax", 1, [](const Node& n, int o) { return MakeSoftmax(n, o, SoftmaxKind::kHardmax); });
+}
+
+}  // namespace inferd::runtime

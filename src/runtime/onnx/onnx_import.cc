@@ -1,0 +1,369 @@
+#include "runtime/onnx/onnx_import.h"
+
+#include <onnx/onnx_pb.h>
+
+#include "runtime/ir/onnx_types.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace inferd::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound("cannot open " + path.string());
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+// External data must stay inside the model's folder: a model file must not read /etc/shadow.
+StatusOr<std::string> ReadExternalData(const onnx::TensorProto& proto, const fs::path& base_dir) {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+  for (const auto& entry : proto.external_data()) {
+    if (entry.key() == "location") location = entry.value();
+    if (entry.key() != "offset" && entry.key() != "length") continue;
+    int64_t number = 0;
+    const std::string& text = entry.value();
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+    if (error != std::errc() || end != text.data() + text.size()) {
+      return Status::InvalidArgument("tensor '" + proto.name() + "': external data " + entry.key() + " '" + text +
+                                     "' is not a number");
+    }
+    (entry.key() == "offset" ? offset : length) = number;
+  }
+  fs::path relative(location);
+  if (location.empty() || relative.is_absolute()) {
+    return Status::InvalidArgument("tensor '" + proto.name() + "': external data location '" + location +
+                                   "' must be a relative path");
+  }
+  for (const auto& part : relative) {
+    if (part == "..") {
+      return Status::InvalidArgument("tensor '" + proto.name() + "': external data location '" + location +
+                                     "' leaves the model folder");
+    }
+  }
+  std::ifstream in(base_dir / relative, std::ios::binary);
+  if (!in) return Status::NotFound("tensor '" + proto.name() + "': cannot open external data " + location);
+  in.seekg(0, std::ios::end);
+  const int64_t file_size = in.tellg();
+  if (length < 0) length = file_size - offset;
+  if (offset < 0 || length < 0 || offset + length > file_size) {
+    return Status::InvalidArgument("tensor '" + proto.name() + "': external data range is outside " + location);
+  }
+  std::string data(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(data.data(), length);
+  return data;
+}
+
+template <typename Dst, typename Field>
+void CopyConverted(const Field& field, uint8_t* out) {
+  Dst* dst = reinterpret_cast<Dst*>(out);
+  for (int i = 0; i < field.size(); ++i) dst[i] = static_cast<Dst>(field.Get(i));
+}
+
+// Copies the typed repeated field that holds this element type (ONNX packs small ints, bool and
+// fp16 into int32_data).
+Status CopyTypedField(const onnx::TensorProto& proto, DataType dtype, int64_t elements, uint8_t* out) {
+  auto check = [&](int size) -> Status {
+    if (size != elements) {
+      return Status::InvalidArgument("tensor '" + proto.name() + "' has " + std::to_string(size) +
+                                     " values for " + std::to_string(elements) + " elements");
+    }
+    return Status::Ok();
+  };
+  switch (dtype) {
+    case DataType::kFp32:
+      RETURN_IF_ERROR(check(proto.float_data_size()));
+      if (elements > 0) std::memcpy(out, proto.float_data().data(), elements * sizeof(float));
+      return Status::Ok();
+    case DataType::kFp64:
+      RETURN_IF_ERROR(check(proto.double_data_size()));
+      if (elements > 0) std::memcpy(out, proto.double_data().data(), elements * sizeof(double));
+      return Status::Ok();
+    case DataType::kInt64:
+      RETURN_IF_ERROR(check(proto.int64_data_size()));
+      if (elements > 0) std::memcpy(out, proto.int64_data().data(), elements * sizeof(int64_t));
+      return Status::Ok();
+    case DataType::kUint32:
+      RETURN_IF_ERROR(check(proto.uint64_data_size()));
+      CopyConverted<uint32_t>(proto.uint64_data(), out);
+      return Status::Ok();
+    case DataType::kUint64:
+      RETURN_IF_ERROR(check(proto.uint64_data_size()));
+      CopyConverted<uint64_t>(proto.uint64_data(), out);
+      return Status::Ok();
+    case DataType::kInt32:
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      CopyConverted<int32_t>(proto.int32_data(), out);
+      return Status::Ok();
+    case DataType::kInt16:
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      CopyConverted<int16_t>(proto.int32_data(), out);
+      return Status::Ok();
+    case DataType::kInt8:
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      CopyConverted<int8_t>(proto.int32_data(), out);
+      return Status::Ok();
+    case DataType::kUint16:
+    case DataType::kFp16:
+    case DataType::kBf16:
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      CopyConverted<uint16_t>(proto.int32_data(), out);
+      return Status::Ok();
+    case DataType::kUint8:
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      CopyConverted<uint8_t>(proto.int32_data(), out);
+      return Status::Ok();
+    case DataType::kBool:
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      for (int i = 0; i < proto.int32_data_size(); ++i) out[i] = proto.int32_data(i) != 0;
+      return Status::Ok();
+    default:
+      return Status::Unimplemented("tensor '" + proto.name() + "': unsupported element type");
+  }
+}
+
+StatusOr<Tensor> StringTensorFromProto(const onnx::TensorProto& proto, Shape shape) {
+  std::string serialized;
+  for (const std::string& element : proto.string_data()) {
+    uint32_t length = static_cast<uint32_t>(element.size());
+    serialized.append(reinterpret_cast<const char*>(&length), 4);
+    serialized += element;
+  }
+  auto owner = std::make_shared<std::string>(std::move(serialized));
+  Tensor tensor;
+  tensor.name = proto.name();
+  tensor.dtype = DataType::kBytes;
+  tensor.shape = std::move(shape);
+  tensor.byte_size = owner->size();
+  tensor.data = AliasData(owner, owner->data());
+  return tensor;
+}
+
+StatusOr<ValueInfo> ValueInfoFromProto(const onnx::ValueInfoProto& proto) {
+  ValueInfo info;
+  info.name = proto.name();
+  if (!proto.has_type() || !proto.type().has_tensor_type()) return info;  // sequences etc.: type unknown
+  const auto& tensor_type = proto.type().tensor_type();
+  info.dtype = DataTypeFromOnnx(tensor_type.elem_type());
+  if (tensor_type.has_shape()) {
+    std::vector<Dim> dims;
+    for (const auto& dim : tensor_type.shape().dim()) {
+      Dim d;
+      if (dim.has_dim_value()) d.value = dim.dim_value();
+      if (dim.has_dim_param()) d.symbol = dim.dim_param();
+      dims.push_back(std::move(d));
+    }
+    info.shape = std::move(dims);
+  }
+  return info;
+}
+
+StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const fs::path& base_dir) {
+  Attribute attribute;
+  using A = onnx::AttributeProto;
+  switch (proto.type()) {
+    case A::FLOAT:
+      attribute.kind = Attribute::Kind::kFloat;
+      attribute.f = proto.f();
+      break;
+    case A::INT:
+      attribute.kind = Attribute::Kind::kInt;
+      attribute.i = proto.i();
+      break;
+    case A::STRING:
+      attribute.kind = Attribute::Kind::kString;
+      attribute.s = proto.s();
+      break;
+    case A::TENSOR: {
+      attribute.kind = Attribute::Kind::kTensor;
+      ASSIGN_OR_RETURN(attribute.t, TensorFromProto(proto.t(), base_dir));
+      break;
+    }
+    case A::FLOATS:
+      attribute.kind = Attribute::Kind::kFloats;
+      attribute.floats.assign(proto.floats().begin(), proto.floats().end());
+      break;
+    case A::INTS:
+      attribute.kind = Attribute::Kind::kInts;
+      attribute.ints.assign(proto.ints().begin(), proto.ints().end());
+      break;
+    case A::STRINGS:
+      attribute.kind = Attribute::Kind::kStrings;
+      attribute.strings.assign(proto.strings().begin(), proto.strings().end());
+      break;
+    case A::GRAPH:
+    case A::GRAPHS:
+      attribute.kind = Attribute::Kind::kGraph;  // control flow: no kernel reads it yet
+      break;
+    default:
+      return Status::Unimplemented("attribute '" + proto.name() + "' has an unsupported type");
+  }
+  return attribute;
+}
+
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(Graph* graph) : graph_(graph) {}
+
+  ValueId Intern(const std::string& name) {
+    auto it = ids_.find(name);
+    if (it != ids_.end()) return it->second;
+    ValueId id = graph_->AddValue({.name = name});
+    ids_.emplace(name, id);
+    return id;
+  }
+  bool Known(const std::string& name) const { return ids_.count(name) > 0; }
+
+ private:
+  Graph* graph_;
+  std::map<std::string, ValueId> ids_;
+};
+
+}  // namespace
+
+StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path& base_dir) {
+  DataType dtype = DataTypeFromOnnx(proto.data_type());
+  if (dtype == DataType::kInvalid) {
+    return Status::Unimplemented("tensor '" + proto.name() + "' has unsupported element type " +
+                                 std::to_string(proto.data_type()));
+  }
+  if (proto.has_segment()) return Status::Unimplemented("tensor '" + proto.name() + "' is segmented");
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  ASSIGN_OR_RETURN(int64_t elements, ElementCount(shape));
+  if (dtype == DataType::kBytes) return StringTensorFromProto(proto, std::move(shape));
+
+  const size_t bytes = static_cast<size_t>(elements) * DataTypeSize(dtype);
+  // The source must hold every byte before anything is allocated: a corrupt or hostile file may
+  // claim any shape.
+  MutableBuffer buffer;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    ASSIGN_OR_RETURN(std::string data, ReadExternalData(proto, base_dir));
+    if (data.size() != bytes) {
+      return Status::InvalidArgument("tensor '" + proto.name() + "': external data has " +
+                                     std::to_string(data.size()) + " bytes, expected " + std::to_string(bytes));
+    }
+    buffer = AllocateBuffer(std::max<size_t>(bytes, 1));
+    std::memcpy(buffer.get(), data.data(), bytes);
+  } else if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes) {
+      return Status::InvalidArgument("tensor '" + proto.name() + "': raw_data has " +
+                                     std::to_string(proto.raw_data().size()) + " bytes, expected " +
+                                     std::to_string(bytes));
+    }
+    buffer = AllocateBuffer(std::max<size_t>(bytes, 1));
+    std::memcpy(buffer.get(), proto.raw_data().data(), bytes);
+  } else {
+    const int64_t available = std::max({proto.float_data_size(), proto.double_data_size(), proto.int32_data_size(),
+                                        proto.int64_data_size(), proto.uint64_data_size()});
+    if (available < elements) {
+      return Status::InvalidArgument("tensor '" + proto.name() + "' has " + std::to_string(available) +
+                                     " values for shape " + ShapeToString(shape));
+    }
+    buffer = AllocateBuffer(std::max<size_t>(bytes, 1));
+    RETURN_IF_ERROR(CopyTypedField(proto, dtype, elements, buffer.get()));
+  }
+  Tensor tensor;
+  tensor.name = proto.name();
+  tensor.dtype = dtype;
+  tensor.shape = std::move(shape);
+  tensor.byte_size = bytes;
+  tensor.data = AliasData(buffer.memory, buffer.get());
+  return tensor;
+}
+
+StatusOr<Tensor> ReadTensorProtoFile(const fs::path& path) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) return Status::InvalidArgument(path.string() + " is not a TensorProto");
+  return TensorFromProto(proto, path.parent_path());
+}
+
+StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const fs::path& base_dir) {
+  Graph graph;
+  for (const auto& opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") graph.opset = static_cast<int>(opset.version());
+  }
+  if (graph.opset == 0 && model.opset_import_size() == 0) graph.opset = 1;  // IR v3 default
+  if (graph.opset == 0) {
+    return Status::Unimplemented("the model imports no opset of the default ONNX domain (only " +
+                                 (model.opset_import_size() ? model.opset_import(0).domain() : std::string("none")) + ")");
+  }
+  if (graph.opset < kMinOpset || graph.opset > kMaxOpset) {
+    return Status::Unimplemented("model uses ONNX opset " + std::to_string(graph.opset) + "; supported: " +
+                                   std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
+  }
+  const auto& g = model.graph();
+  GraphBuilder builder(&graph);
+
+  for (const auto& initializer : g.initializer()) {
+    ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(initializer, base_dir));
+    ValueId id = builder.Intern(initializer.name());
+    graph.values[id].dtype = tensor.dtype;
+    std::vector<Dim> dims;
+    for (int64_t d : tensor.shape) dims.push_back({.value = d});
+    graph.values[id].shape = std::move(dims);
+    graph.initializers[id] = std::move(tensor);
+  }
+  for (const auto& input : g.input()) {
+    // Before IR v4 every initializer was also listed as an input; it stays a constant.
+    if (builder.Known(input.name())) continue;
+    ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(input));
+    ValueId id = builder.Intern(input.name());
+    graph.values[id] = std::move(info);
+    graph.inputs.push_back(id);
+  }
+  for (const auto& node_proto : g.node()) {
+    Node node;
+    node.name = node_proto.name();
+    node.op_type = node_proto.op_type();
+    node.domain = node_proto.domain();
+    for (const auto& name : node_proto.input()) node.inputs.push_back(name.empty() ? kNoValue : builder.Intern(name));
+    for (const auto& name : node_proto.output()) node.outputs.push_back(name.empty() ? kNoValue : builder.Intern(name));
+    for (const auto& attribute : node_proto.attribute()) {
+      auto converted = AttributeFromProto(attribute, base_dir);
+      if (!converted.ok()) return converted.status().WithPrefix(node.Describe());
+      node.attributes.emplace(attribute.name(), std::move(converted).value());
+    }
+    graph.nodes.push_back(std::move(node));
+  }
+  for (const auto& output : g.output()) {
+    ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(output));
+    ValueId id = builder.Intern(output.name());
+    if (graph.values[id].dtype == DataType::kInvalid) graph.values[id].dtype = info.dtype;
+    if (!graph.values[id].shape) graph.values[id].shape = info.shape;
+    graph.outputs.push_back(id);
+  }
+  for (const auto& value_info : g.value_info()) {
+    if (!builder.Known(value_info.name())) continue;
+    ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(value_info));
+    ValueInfo& known = graph.values[builder.Intern(value_info.name())];
+    if (known.dtype == DataType::kInvalid) known.dtype = info.dtype;
+    if (!known.shape) known.shape = info.shape;
+  }
+  RETURN_IF_ERROR(graph.CheckTopologicalOrder());
+  return graph;
+}
+
+StatusOr<Graph> ImportOnnxFile(const fs::path& model_path) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(model_path));
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes)) {
+    return Status::InvalidArgument(model_path.string() + " is not an ONNX model (protobuf parse failed)");
+  }
+  auto graph = ImportOnnxModel(model, model_path.parent_path());
+  if (!graph.ok()) return graph.status().WithPrefix(model_path.string());
+  return graph;
+}
+
+}  // namespace inferd::runtime

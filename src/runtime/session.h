@@ -1,0 +1,53 @@
+// A loaded model ready to run: the graph plus one kernel per node. Usable without the server:
+//
+//   ASSIGN_OR_RETURN(auto session, Session::Load("model.onnx"));
+//   std::vector<Tensor> outputs;
+//   RETURN_IF_ERROR(session->Run(inputs, &outputs));   // inputs in graph input order
+//
+// Load fails with one error listing every unsupported op (type and node name), never at run time.
+// A Session is used by one thread at a time (one per model instance).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "runtime/ir/graph.h"
+#include "runtime/kernels/kernel.h"
+
+namespace inferd::runtime {
+
+struct SessionOptions {
+  const KernelRegistry* registry = nullptr;  // default: KernelRegistry::Default()
+};
+
+class Session {
+ public:
+  static StatusOr<std::unique_ptr<Session>> Load(const std::filesystem::path& model_path, SessionOptions options = {});
+  static StatusOr<std::unique_ptr<Session>> FromGraph(Graph graph, SessionOptions options = {});
+
+  const Graph& graph() const { return graph_; }
+  const ValueInfo& input(size_t i) const { return graph_.value(graph_.inputs[i]); }
+  const ValueInfo& output(size_t i) const { return graph_.value(graph_.outputs[i]); }
+  size_t input_count() const { return graph_.inputs.size(); }
+  size_t output_count() const { return graph_.outputs.size(); }
+
+  // `inputs` in the order of graph().inputs; checks element types and known dims.
+  Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs);
+
+ private:
+  Session() = default;
+  Status BuildKernels(const KernelRegistry& registry);
+  Status CheckInput(size_t index, const Tensor& tensor) const;
+
+  Graph graph_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;  // one per node
+  // For each node, the values whose last reader it is: released after it runs so that peak memory
+  // follows the graph's width, not its length.
+  std::vector<std::vector<ValueId>> release_after_;
+};
+
+}  // namespace inferd::runtime
