@@ -361,6 +361,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeMod(const Node& node, int) {
           T r = static_cast<T>(x % y);
           if constexpr (std::is_signed_v<T>) {
             if (!fmod && r != 0 && ((r < 0) != (y < 0))) r = static_cast<T>(r + y);
+          } else {
+            (void)fmod;  // unsigned: both conventions agree
           }
           return r;
         }

@@ -37,8 +37,10 @@ class KernelRegistry {
   const KernelFactory* Find(std::string_view op_type, std::string_view domain, int opset) const;
   std::vector<std::string> OpTypes() const;
 
-  // Every kernel compiled into the runtime.
+  // The fast kernels (oneDNN), each falling back to its reference kernel where it cannot run.
   static const KernelRegistry& Default();
+  // Reference kernels only: plain C++, what the fast paths are tested against.
+  static const KernelRegistry& Reference();
 
  private:
   struct Entry {
@@ -53,6 +55,8 @@ void RegisterElementwiseKernels(KernelRegistry* registry);
 void RegisterShapeKernels(KernelRegistry* registry);
 void RegisterReduceKernels(KernelRegistry* registry);
 void RegisterNnKernels(KernelRegistry* registry);
+// oneDNN kernels for ops already registered by the reference families (which they fall back to).
+void RegisterDnnlKernels(KernelRegistry* registry);
 
 // A kernel made from a lambda, for the many ops whose only state is a few attributes.
 template <typename Fn>

@@ -6,10 +6,11 @@ namespace inferd::runtime {
 
 void KernelRegistry::Register(std::string op_type, int since_opset, KernelFactory factory) {
   auto& entries = entries_[std::move(op_type)];
-  entries.push_back({since_opset, std::move(factory)});
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.since_opset > b.since_opset;  // newest first
-  });
+  // Newest opset first; for the same opset the later registration wins, so a fast kernel registered
+  // after the reference one takes its place (and may keep it as its fallback).
+  entries.insert(entries.begin(), {since_opset, std::move(factory)});
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.since_opset > b.since_opset; });
 }
 
 const KernelFactory* KernelRegistry::Find(std::string_view op_type, std::string_view domain, int opset) const {
@@ -28,13 +29,22 @@ std::vector<std::string> KernelRegistry::OpTypes() const {
   return names;
 }
 
-const KernelRegistry& KernelRegistry::Default() {
+const KernelRegistry& KernelRegistry::Reference() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
     RegisterElementwiseKernels(r);
     RegisterShapeKernels(r);
     RegisterReduceKernels(r);
     RegisterNnKernels(r);
+    return r;
+  }();
+  return *registry;
+}
+
+const KernelRegistry& KernelRegistry::Default() {
+  static const KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry(Reference());
+    RegisterDnnlKernels(r);
     return r;
   }();
   return *registry;

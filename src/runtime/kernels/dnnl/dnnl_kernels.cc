@@ -1,0 +1,328 @@
+// oneDNN kernels for the heavy ops: Conv, MatMul, Gemm. Each keeps one primitive per input shape
+// (oneDNN's lifecycle: memory desc -> primitive desc -> primitive -> execute) and falls back to the
+// reference kernel for what oneDNN cannot run (other element types, shapes it rejects).
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/kernels/window.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace dnnl_kernels;
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+using tag = dnnl::memory::format_tag;
+
+const Tensor* Input(Inputs in, size_t i) { return i < in.size() ? in[i] : nullptr; }
+
+dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
+  // oneDNN takes a non-const handle but never writes through a source argument.
+  return dnnl::memory(desc, Engine(), const_cast<void*>(data));
+}
+
+// ---- Conv ----
+
+class DnnlConv final : public Kernel {
+ public:
+  DnnlConv(WindowAttributes window, int64_t group, std::unique_ptr<Kernel> fallback)
+      : window_(std::move(window)), group_(group), fallback_(std::move(fallback)) {}
+
+  Status Run(Inputs in, Outputs out) override {
+    const Tensor* x = Input(in, 0);
+    const Tensor* w = Input(in, 1);
+    if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != DataType::kFp32 ||
+        x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size()) {
+      return fallback_->Run(in, out);
+    }
+    Plan* plan = nullptr;
+    RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, &plan));
+    if (plan == nullptr) return fallback_->Run(in, out);  // oneDNN rejected this shape
+    return Guarded("Conv", [&]() -> Status {
+      RETURN_IF_ERROR(PrepareWeights(plan, *w));
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan->out_shape));
+      std::unordered_map<int, dnnl::memory> args{
+          {DNNL_ARG_SRC, Wrap(plan->src_desc, x->data.get())},
+          {DNNL_ARG_WEIGHTS, plan->weights},
+          {DNNL_ARG_DST, Wrap(plan->dst_desc, dst)}};
+      if (const Tensor* b = Input(in, 2)) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, b->data.get()));
+      plan->primitive.execute(ThreadStream(), args);
+      ThreadStream().wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  struct Plan {
+    bool usable = false;
+    Shape out_shape;
+    dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward primitive;
+    // Weights reordered into the primitive's layout, for the weights buffer they came from (held,
+    // so its address cannot be reused by another tensor while we compare against it).
+    std::shared_ptr<const uint8_t> weights_source;
+    dnnl::memory weights;
+  };
+
+  Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, Plan** plan) {
+    auto key = std::make_pair(x.shape, w.shape);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan created;
+      Status status = Guarded("Conv", [&] { return CreatePlan(x.shape, w.shape, has_bias, &created); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(created)).first;
+    }
+    *plan = it->second.usable ? &it->second : nullptr;
+    return Status::Ok();
+  }
+
+  Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, Plan* plan) {
+    const int64_t filters = w_shape[0], group_channels = w_shape[1];
+    if (x_shape[1] != group_channels * group_ || filters % group_) {
+      return Status::InvalidArgument("Conv: channels do not match groups");
+    }
+    WindowAttributes w = window_;
+    if (w.kernel.empty()) w.kernel.assign(w_shape.begin() + 2, w_shape.end());
+    Shape in_spatial(x_shape.begin() + 2, x_shape.end());
+    std::vector<int64_t> out_spatial;
+    RETURN_IF_ERROR(ResolveWindow(&w, in_spatial, &out_spatial));
+    const size_t dims = in_spatial.size();
+    dnnl::memory::dims strides(w.strides.begin(), w.strides.end()), dilations, pad_l, pad_r;
+    for (size_t d = 0; d < dims; ++d) {
+      dilations.push_back(w.dilations[d] - 1);  // oneDNN counts the gaps
+      pad_l.push_back(w.pads[d]);
+      // oneDNN wants the right padding the output actually uses.
+      const int64_t extent = w.dilations[d] * (w.kernel[d] - 1) + 1;
+      pad_r.push_back((out_spatial[d] - 1) * w.strides[d] + extent - in_spatial[d] - w.pads[d]);
+    }
+    plan->out_shape = {x_shape[0], filters};
+    plan->out_shape.insert(plan->out_shape.end(), out_spatial.begin(), out_spatial.end());
+    plan->src_desc = PlainDesc(ToDims(x_shape));
+    plan->dst_desc = PlainDesc(ToDims(plan->out_shape));
+    dnnl::memory::dims weight_dims = ToDims(w_shape);
+    if (group_ > 1) {
+      weight_dims[0] = filters / group_;
+      weight_dims.insert(weight_dims.begin(), group_);
+    }
+    plan->plain_weights_desc = PlainDesc(weight_dims);
+    dnnl::memory::desc any_weights(weight_dims, dnnl::memory::data_type::f32, tag::any);
+    plan->bias_desc = PlainDesc({filters});
+    auto desc = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                           dnnl::algorithm::convolution_direct, plan->src_desc,
+                                                           any_weights, plan->bias_desc, plan->dst_desc, strides,
+                                                           dilations, pad_l, pad_r)
+                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                           dnnl::algorithm::convolution_direct, plan->src_desc,
+                                                           any_weights, plan->dst_desc, strides, dilations, pad_l,
+                                                           pad_r);
+    plan->pd = dnnl::convolution_forward::primitive_desc(desc, Engine());
+    plan->primitive = dnnl::convolution_forward(plan->pd);
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  Status PrepareWeights(Plan* plan, const Tensor& w) {
+    if (plan->weights_source == w.data) return Status::Ok();
+    dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
+    if (plan->pd.weights_desc() == plan->plain_weights_desc) {
+      plan->weights = plain;
+    } else {
+      plan->weights = dnnl::memory(plan->pd.weights_desc(), Engine());
+      dnnl::reorder(plain, plan->weights).execute(ThreadStream(), plain, plan->weights);
+    }
+    plan->weights_source = w.data;
+    return Status::Ok();
+  }
+
+  WindowAttributes window_;
+  int64_t group_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::pair<Shape, Shape>, Plan> plans_;
+};
+
+// ---- MatMul and Gemm (both oneDNN matmul) ----
+
+struct MatmulPlan {
+  bool usable = false;
+  Shape out_shape;
+  dnnl::memory::desc a_desc, b_desc, bias_desc, dst_desc;
+  dnnl::matmul primitive;
+};
+
+class DnnlMatMul final : public Kernel {
+ public:
+  explicit DnnlMatMul(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
+
+  Status Run(Inputs in, Outputs out) override {
+    const Tensor* a = Input(in, 0);
+    const Tensor* b = Input(in, 1);
+    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
+        a->shape.size() < 2 || b->shape.size() < 2) {
+      return fallback_->Run(in, out);
+    }
+    auto key = std::make_pair(a->shape, b->shape);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      MatmulPlan plan;
+      Status status = Guarded("MatMul", [&] { return CreatePlan(a->shape, b->shape, &plan); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    MatmulPlan& plan = it->second;
+    if (!plan.usable) return fallback_->Run(in, out);
+    return Guarded("MatMul", [&]() -> Status {
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
+      plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
+                                              {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
+                                              {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
+      ThreadStream().wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, MatmulPlan* plan) {
+    const size_t rank = std::max(a_shape.size(), b_shape.size());
+    Shape a = a_shape, b = b_shape;
+    a.insert(a.begin(), rank - a.size(), 1);  // oneDNN wants equal ranks; ones broadcast
+    b.insert(b.begin(), rank - b.size(), 1);
+    if (a[rank - 1] != b[rank - 2]) return Status::InvalidArgument("MatMul: inner dims differ");
+    Shape out(rank);
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (a[d] != b[d] && a[d] != 1 && b[d] != 1) return Status::InvalidArgument("MatMul: batch dims differ");
+      out[d] = std::max(a[d], b[d]);
+    }
+    out[rank - 2] = a[rank - 2];
+    out[rank - 1] = b[rank - 1];
+    plan->out_shape = Shape(out.end() - static_cast<int64_t>(std::max(a_shape.size(), b_shape.size())), out.end());
+    plan->a_desc = PlainDesc(ToDims(a));
+    plan->b_desc = PlainDesc(ToDims(b));
+    plan->dst_desc = PlainDesc(ToDims(out));
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), Engine());
+    plan->primitive = dnnl::matmul(pd);
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::pair<Shape, Shape>, MatmulPlan> plans_;
+};
+
+// Gemm: Y = alpha * A' * B' + beta * C. oneDNN runs it when beta is 0 or 1 (C as the bias).
+class DnnlGemm final : public Kernel {
+ public:
+  DnnlGemm(float alpha, float beta, bool trans_a, bool trans_b, std::unique_ptr<Kernel> fallback)
+      : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), fallback_(std::move(fallback)) {}
+
+  Status Run(Inputs in, Outputs out) override {
+    const Tensor* a = Input(in, 0);
+    const Tensor* b = Input(in, 1);
+    const Tensor* c = beta_ != 0 ? Input(in, 2) : nullptr;
+    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
+        a->shape.size() != 2 || b->shape.size() != 2 || (c != nullptr && (beta_ != 1 || c->dtype != DataType::kFp32))) {
+      return fallback_->Run(in, out);
+    }
+    Shape c_shape = c ? c->shape : Shape{};
+    auto key = std::make_tuple(a->shape, b->shape, c != nullptr, c_shape);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      MatmulPlan plan;
+      Status status = Guarded("Gemm", [&] { return CreatePlan(a->shape, b->shape, c, &plan); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    MatmulPlan& plan = it->second;
+    if (!plan.usable) return fallback_->Run(in, out);
+    return Guarded("Gemm", [&]() -> Status {
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
+                                                 {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
+                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+      if (c != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, c->data.get()));
+      plan.primitive.execute(ThreadStream(), args);
+      ThreadStream().wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* c, MatmulPlan* plan) {
+    const int64_t m = trans_a_ ? a_shape[1] : a_shape[0], k = trans_a_ ? a_shape[0] : a_shape[1];
+    const int64_t n = trans_b_ ? b_shape[0] : b_shape[1];
+    if ((trans_b_ ? b_shape[1] : b_shape[0]) != k) return Status::InvalidArgument("Gemm: inner dims differ");
+    // A transposed is A's buffer read with swapped strides; no copy.
+    plan->a_desc = dnnl::memory::desc({m, k}, dnnl::memory::data_type::f32,
+                                      trans_a_ ? dnnl::memory::dims{1, m} : dnnl::memory::dims{k, 1});
+    plan->b_desc = dnnl::memory::desc({k, n}, dnnl::memory::data_type::f32,
+                                      trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
+    plan->dst_desc = PlainDesc({m, n});
+    plan->out_shape = {m, n};
+    dnnl::primitive_attr attr;
+    if (alpha_ != 1) attr.set_output_scales(0, {alpha_});
+    if (c != nullptr) {
+      // C broadcasts onto (M, N) from its trailing dims: [], [N], [1, N], [M, 1], [M, N]...
+      Shape padded = c->shape;
+      if (padded.size() > 2) return Status::InvalidArgument("Gemm: C has rank above 2");
+      padded.insert(padded.begin(), 2 - padded.size(), 1);
+      if ((padded[0] != 1 && padded[0] != m) || (padded[1] != 1 && padded[1] != n)) {
+        return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
+      }
+      plan->bias_desc = PlainDesc(ToDims(padded));
+      // oneDNN adds the bias after the output scale; alpha must then be 1 for Y = alpha*AB + C.
+      if (alpha_ != 1) return Status::Internal("Gemm: alpha != 1 with C runs on the reference kernel");
+      plan->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->bias_desc, plan->dst_desc), attr, Engine()));
+    } else {
+      plan->primitive = dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), attr, Engine()));
+    }
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  float alpha_, beta_;
+  bool trans_a_, trans_b_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::tuple<Shape, Shape, bool, Shape>, MatmulPlan> plans_;
+};
+
+// Wraps the reference factory registered for `op` so that the fast kernel can fall back to it.
+KernelFactory ReferenceFor(const KernelRegistry& registry, std::string_view op) {
+  const KernelFactory* factory = registry.Find(op, "", 17);
+  return factory ? *factory : KernelFactory();
+}
+
+}  // namespace
+
+void RegisterDnnlKernels(KernelRegistry* r) {
+  KernelFactory conv_reference = ReferenceFor(*r, "Conv");
+  r->Register("Conv", 1, [conv_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, conv_reference(node, opset));
+    ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+    ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(fallback)));
+  });
+  KernelFactory matmul_reference = ReferenceFor(*r, "MatMul");
+  r->Register("MatMul", 1, [matmul_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, matmul_reference(node, opset));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlMatMul>(std::move(fallback)));
+  });
+  KernelFactory gemm_reference = ReferenceFor(*r, "Gemm");
+  r->Register("Gemm", 6, [gemm_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, gemm_reference(node, opset));
+    ASSIGN_OR_RETURN(float alpha, node.Float("alpha", 1.0f));
+    ASSIGN_OR_RETURN(float beta, node.Float("beta", 1.0f));
+    ASSIGN_OR_RETURN(int64_t trans_a, node.Int("transA", 0));
+    ASSIGN_OR_RETURN(int64_t trans_b, node.Int("transB", 0));
+    return std::unique_ptr<Kernel>(
+        std::make_unique<DnnlGemm>(alpha, beta, trans_a != 0, trans_b != 0, std::move(fallback)));
+  });
+}
+
+}  // namespace inferd::runtime
