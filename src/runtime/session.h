@@ -38,6 +38,9 @@ class Session {
   // `inputs` in the order of graph().inputs; checks element types and known dims.
   Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs);
 
+  // The kernel of node i (e.g. to ask what implementation ran last).
+  const Kernel& kernel(size_t node_index) const { return *kernels_[node_index]; }
+
  private:
   Session() = default;
   Status BuildKernels(const KernelRegistry& registry);

@@ -23,6 +23,9 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual Status Run(std::span<const Tensor* const> inputs, std::span<Tensor> outputs) = 0;
+  // What ran last: "reference", or "onednn:<oneDNN's implementation name>" (for --dump-graph and
+  // for tests that must know the fast path really ran).
+  virtual std::string Implementation() const { return "reference"; }
 };
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<Kernel>>(const Node& node, int opset)>;

@@ -32,7 +32,10 @@ class DnnlConv final : public Kernel {
   DnnlConv(WindowAttributes window, int64_t group, std::unique_ptr<Kernel> fallback)
       : window_(std::move(window)), group_(group), fallback_(std::move(fallback)) {}
 
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
   Status Run(Inputs in, Outputs out) override {
+    last_.clear();
     const Tensor* x = Input(in, 0);
     const Tensor* w = Input(in, 1);
     if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != DataType::kFp32 ||
@@ -42,6 +45,7 @@ class DnnlConv final : public Kernel {
     Plan* plan = nullptr;
     RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, &plan));
     if (plan == nullptr) return fallback_->Run(in, out);  // oneDNN rejected this shape
+    last_ = plan->pd.impl_info_str();
     return Guarded("Conv", [&]() -> Status {
       RETURN_IF_ERROR(PrepareWeights(plan, *w));
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan->out_shape));
@@ -144,12 +148,14 @@ class DnnlConv final : public Kernel {
   int64_t group_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::pair<Shape, Shape>, Plan> plans_;
+  std::string last_;  // empty: the fallback ran
 };
 
 // ---- MatMul and Gemm (both oneDNN matmul) ----
 
 struct MatmulPlan {
   bool usable = false;
+  std::string implementation;
   Shape out_shape;
   dnnl::memory::desc a_desc, b_desc, bias_desc, dst_desc;
   dnnl::matmul primitive;
@@ -158,8 +164,10 @@ struct MatmulPlan {
 class DnnlMatMul final : public Kernel {
  public:
   explicit DnnlMatMul(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
   Status Run(Inputs in, Outputs out) override {
+    last_.clear();
     const Tensor* a = Input(in, 0);
     const Tensor* b = Input(in, 1);
     if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
@@ -176,6 +184,7 @@ class DnnlMatMul final : public Kernel {
     }
     MatmulPlan& plan = it->second;
     if (!plan.usable) return fallback_->Run(in, out);
+    last_ = plan.implementation;
     return Guarded("MatMul", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
       plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
@@ -205,6 +214,7 @@ class DnnlMatMul final : public Kernel {
     plan->b_desc = PlainDesc(ToDims(b));
     plan->dst_desc = PlainDesc(ToDims(out));
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), Engine());
+    plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::matmul(pd);
     plan->usable = true;
     return Status::Ok();
@@ -212,6 +222,7 @@ class DnnlMatMul final : public Kernel {
 
   std::unique_ptr<Kernel> fallback_;
   std::map<std::pair<Shape, Shape>, MatmulPlan> plans_;
+  std::string last_;
 };
 
 // Gemm: Y = alpha * A' * B' + beta * C. oneDNN runs it when beta is 0 or 1 (C as the bias).
@@ -219,8 +230,10 @@ class DnnlGemm final : public Kernel {
  public:
   DnnlGemm(float alpha, float beta, bool trans_a, bool trans_b, std::unique_ptr<Kernel> fallback)
       : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
   Status Run(Inputs in, Outputs out) override {
+    last_.clear();
     const Tensor* a = Input(in, 0);
     const Tensor* b = Input(in, 1);
     const Tensor* c = beta_ != 0 ? Input(in, 2) : nullptr;
@@ -239,6 +252,7 @@ class DnnlGemm final : public Kernel {
     }
     MatmulPlan& plan = it->second;
     if (!plan.usable) return fallback_->Run(in, out);
+    last_ = plan.implementation;
     return Guarded("Gemm", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
@@ -276,11 +290,14 @@ class DnnlGemm final : public Kernel {
       plan->bias_desc = PlainDesc(ToDims(padded));
       // oneDNN adds the bias after the output scale; alpha must then be 1 for Y = alpha*AB + C.
       if (alpha_ != 1) return Status::Internal("Gemm: alpha != 1 with C runs on the reference kernel");
-      plan->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->bias_desc, plan->dst_desc), attr, Engine()));
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->bias_desc, plan->dst_desc), attr, Engine());
+      plan->implementation = pd.impl_info_str();
+      plan->primitive = dnnl::matmul(pd);
     } else {
-      plan->primitive = dnnl::matmul(
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), attr, Engine()));
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), attr, Engine());
+      plan->implementation = pd.impl_info_str();
+      plan->primitive = dnnl::matmul(pd);
     }
     plan->usable = true;
     return Status::Ok();
@@ -290,6 +307,7 @@ class DnnlGemm final : public Kernel {
   bool trans_a_, trans_b_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::tuple<Shape, Shape, bool, Shape>, MatmulPlan> plans_;
+  std::string last_;
 };
 
 // Wraps the reference factory registered for `op` so that the fast kernel can fall back to it.

@@ -1,0 +1,206 @@
+// The oneDNN kernels against the reference kernels, on the shapes and attributes that matter
+// (grouped, depthwise, dilated, strided, padded, 1-D/3-D; batched and broadcast MatMul; Gemm).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/session.h"
+
+namespace inferd::runtime {
+namespace {
+
+Tensor Random(const Shape& shape, uint32_t seed) {
+  Tensor t;
+  float* data = AllocateOutputAs<float>(&t, DataType::kFp32, shape).value();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (int64_t i = 0; i < ElementsOf(t); ++i) data[i] = dist(rng);
+  return t;
+}
+
+Attribute Ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Int(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute Float(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute String(std::string v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = std::move(v);
+  return a;
+}
+
+// A graph of one node whose inputs are all graph inputs.
+Graph OneNode(const std::string& op, size_t input_count, std::map<std::string, Attribute, std::less<>> attributes) {
+  Graph g;
+  g.opset = 17;
+  Node node;
+  node.op_type = op;
+  node.name = "under_test";
+  for (size_t i = 0; i < input_count; ++i) {
+    ValueId id = g.AddValue({.name = "in" + std::to_string(i)});
+    g.inputs.push_back(id);
+    node.inputs.push_back(id);
+  }
+  ValueId out = g.AddValue({.name = "out"});
+  node.outputs.push_back(out);
+  node.attributes = std::move(attributes);
+  g.nodes.push_back(std::move(node));
+  g.outputs.push_back(out);
+  return g;
+}
+
+struct Comparison {
+  std::string implementation;
+  Shape shape;
+};
+
+// Runs the node on the fast and the reference registry and expects the same numbers.
+Comparison ExpectSameAsReference(const Graph& graph, const std::vector<Tensor>& inputs) {
+  auto fast = Session::FromGraph(graph);
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference()});
+  EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_TRUE(reference.ok()) << reference.status().ToString();
+  if (!fast.ok() || !reference.ok()) return {};
+  std::vector<Tensor> fast_out, reference_out;
+  // Twice: the second run reuses the cached primitive and reordered weights.
+  for (int run = 0; run < 2; ++run) {
+    Status status = (*fast)->Run(inputs, &fast_out);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+  }
+  Status status = (*reference)->Run(inputs, &reference_out);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  if (fast_out.empty() || reference_out.empty()) return {};
+  EXPECT_EQ(fast_out[0].shape, reference_out[0].shape);
+  const float* a = ValuesOf<float>(fast_out[0]);
+  const float* b = ValuesOf<float>(reference_out[0]);
+  double worst = 0;
+  for (int64_t i = 0; i < ElementsOf(reference_out[0]); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
+  }
+  EXPECT_LT(worst, 1e-4);
+  return {(*fast)->kernel(0).Implementation(), fast_out[0].shape};
+}
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  std::map<std::string, Attribute, std::less<>> attributes;
+  bool bias;
+};
+
+class ConvTest : public testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvTest, OneDnnMatchesReference) {
+  const ConvCase& c = GetParam();
+  std::vector<Tensor> inputs{Random(c.x, 1), Random(c.w, 2)};
+  if (c.bias) inputs.push_back(Random({c.w[0]}, 3));
+  Comparison result = ExpectSameAsReference(OneNode("Conv", inputs.size(), c.attributes), inputs);
+  EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << result.implementation;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvTest,
+    testing::Values(
+        ConvCase{"padded_bias", {1, 3, 8, 8}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}, true},
+        ConvCase{"strided", {2, 3, 9, 9}, {4, 3, 3, 3}, {{"strides", Ints({2, 2})}}, false},
+        ConvCase{"dilated", {1, 2, 10, 10}, {3, 2, 3, 3}, {{"dilations", Ints({2, 2})}, {"pads", Ints({2, 2, 2, 2})}}, true},
+        ConvCase{"grouped", {1, 4, 6, 6}, {6, 2, 3, 3}, {{"group", Int(2)}}, true},
+        ConvCase{"depthwise", {1, 8, 7, 7}, {8, 1, 3, 3}, {{"group", Int(8)}, {"pads", Ints({1, 1, 1, 1})}}, true},
+        ConvCase{"asymmetric_pads", {1, 3, 7, 6}, {2, 3, 2, 3}, {{"pads", Ints({0, 1, 2, 0})}}, false},
+        ConvCase{"same_upper_strided", {1, 3, 9, 8}, {5, 3, 3, 3}, {{"auto_pad", String("SAME_UPPER")}, {"strides", Ints({2, 2})}}, true},
+        ConvCase{"one_d", {2, 3, 10}, {5, 3, 3}, {}, true},
+        ConvCase{"three_d", {1, 2, 4, 5, 6}, {3, 2, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1, 1, 1})}}, true},
+        ConvCase{"pointwise", {3, 16, 5, 5}, {32, 16, 1, 1}, {}, true}),
+    [](const testing::TestParamInfo<ConvCase>& info) { return std::string(info.param.name); });
+
+TEST(MatMulTest, BatchedAndBroadcastMatchReference) {
+  for (auto [a, b] : std::vector<std::pair<Shape, Shape>>{{{3, 4}, {4, 5}},
+                                                          {{2, 3, 4}, {4, 5}},
+                                                          {{3, 4}, {2, 4, 5}},
+                                                          {{1, 2, 3, 4}, {2, 1, 4, 5}}}) {
+    std::vector<Tensor> inputs{Random(a, 4), Random(b, 5)};
+    Comparison result = ExpectSameAsReference(OneNode("MatMul", 2, {}), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << ShapeToString(a) << " x " << ShapeToString(b);
+  }
+}
+
+TEST(MatMulTest, VectorOperandsFallBackToReference) {
+  std::vector<Tensor> inputs{Random({4}, 6), Random({4, 5}, 7)};
+  Comparison result = ExpectSameAsReference(OneNode("MatMul", 2, {}), inputs);
+  EXPECT_EQ(result.implementation, "reference");
+  EXPECT_EQ(result.shape, (Shape{5}));
+}
+
+TEST(GemmTest, TransposesAndBiasMatchReference) {
+  struct Case {
+    bool trans_a, trans_b;
+    Shape c;
+    float alpha;
+    bool expect_onednn;
+  };
+  for (const Case& c : std::vector<Case>{{false, false, {5}, 1, true},
+                                         {true, false, {3, 5}, 1, true},
+                                         {false, true, {}, 1, true},
+                                         {true, true, {1, 5}, 1, true},
+                                         {false, true, {3, 1}, 1, true},
+                                         {false, false, {5}, 0.5f, false}}) {
+    Shape a = c.trans_a ? Shape{4, 3} : Shape{3, 4};
+    Shape b = c.trans_b ? Shape{5, 4} : Shape{4, 5};
+    std::vector<Tensor> inputs{Random(a, 8), Random(b, 9), Random(c.c, 10)};
+    Comparison result = ExpectSameAsReference(
+        OneNode("Gemm", 3, {{"transA", Int(c.trans_a)}, {"transB", Int(c.trans_b)}, {"alpha", Float(c.alpha)}}), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn) << result.implementation;
+    EXPECT_EQ(result.shape, (Shape{3, 5}));
+  }
+}
+
+TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
+  Graph g = OneNode("NoSuchOp", 1, {});
+  Node second = g.nodes[0];
+  second.op_type = "AlsoMissing";
+  second.name = "second";
+  second.inputs = {g.outputs[0]};
+  ValueId out = g.AddValue({.name = "out2"});
+  second.outputs = {out};
+  g.nodes.push_back(second);
+  g.outputs = {out};
+  auto session = Session::FromGraph(g);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(session.status().message().find("NoSuchOp (node 'under_test')"), std::string::npos);
+  EXPECT_NE(session.status().message().find("AlsoMissing (node 'second')"), std::string::npos);
+}
+
+TEST(SessionTest, BadAttributeFailsAtLoadNotAtRun) {
+  auto session = Session::FromGraph(OneNode("Conv", 2, {{"group", String("two")}}));
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("group"), std::string::npos);
+}
+
+TEST(SessionTest, RunErrorsNameTheNode) {
+  auto session = Session::FromGraph(OneNode("MatMul", 2, {}));
+  ASSERT_TRUE(session.ok());
+  std::vector<Tensor> outputs;
+  Status status = (*session)->Run(std::vector<Tensor>{Random({2, 3}, 1), Random({4, 5}, 2)}, &outputs);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("MatMul 'under_test'"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace inferd::runtime
