@@ -1,6 +1,7 @@
 #include "backends/backend.h"
 
 #include "backends/builtin/builtin_backends.h"
+#include "backends/onnx/onnx_backend.h"
 
 namespace inferd {
 
@@ -38,6 +39,7 @@ StatusOr<Backend*> BackendRegistry::Select(const ModelConfig& config) const {
 BackendRegistry BackendRegistry::WithBuiltins() {
   BackendRegistry registry;
   RegisterBuiltinBackends(&registry);
+  RegisterOnnxBackend(&registry);
   return registry;
 }
 

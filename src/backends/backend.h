@@ -53,6 +53,14 @@ class Backend {
   // The file a version folder must contain when config.pbtxt names none; empty: no file needed.
   virtual std::string DefaultModelFilename() const { return ""; }
   virtual StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) = 0;
+  // Fills what config.pbtxt left out (inputs, outputs, max_batch_size) from the model file in
+  // `version_dir`, and checks what it did say against the model, as Triton's auto-complete does.
+  // Built-in backends have no model file and leave the config alone.
+  virtual Status CompleteConfig(const std::filesystem::path& version_dir, ModelConfig* config) const {
+    (void)version_dir;
+    (void)config;
+    return Status::Ok();
+  }
 };
 
 // Backends register by name; a config selects one with `backend:` or `platform:`.

@@ -179,6 +179,26 @@ StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
   return config;
 }
 
+inference::DataType ConfigDataTypeFrom(DataType type) {
+  switch (type) {
+    case DataType::kBool: return inference::TYPE_BOOL;
+    case DataType::kUint8: return inference::TYPE_UINT8;
+    case DataType::kUint16: return inference::TYPE_UINT16;
+    case DataType::kUint32: return inference::TYPE_UINT32;
+    case DataType::kUint64: return inference::TYPE_UINT64;
+    case DataType::kInt8: return inference::TYPE_INT8;
+    case DataType::kInt16: return inference::TYPE_INT16;
+    case DataType::kInt32: return inference::TYPE_INT32;
+    case DataType::kInt64: return inference::TYPE_INT64;
+    case DataType::kFp16: return inference::TYPE_FP16;
+    case DataType::kFp32: return inference::TYPE_FP32;
+    case DataType::kFp64: return inference::TYPE_FP64;
+    case DataType::kBytes: return inference::TYPE_STRING;
+    case DataType::kBf16: return inference::TYPE_BF16;
+    default: return inference::TYPE_INVALID;
+  }
+}
+
 DataType DataTypeFromConfig(inference::DataType type) {
   switch (type) {
     case inference::TYPE_BOOL:

@@ -31,6 +31,8 @@ void NormalizeModelConfig(ModelConfig* config, const std::string& model_name);
 Status ValidateModelConfig(const ModelConfig& config, const std::string& file_label);
 
 DataType DataTypeFromConfig(inference::DataType type);
+// The inverse; TYPE_INVALID for kInvalid.
+inference::DataType ConfigDataTypeFrom(DataType type);
 
 // The versions (from those present on disk) that `policy` says to serve, ascending.
 std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,

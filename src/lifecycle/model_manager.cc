@@ -64,7 +64,7 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
   ServingTable next = table_;
   VersionMap& serving = next[source.name];
   if (!source.status.ok()) return FailModel(source.name, std::move(record), std::move(next), source.status);
-  const ModelConfig& config = *source.config;
+  ModelConfig config = *source.config;
   auto backend = backends_->Select(config);
   if (!backend.ok()) return FailModel(source.name, std::move(record), std::move(next), backend.status());
   if (source.versions.empty()) {
@@ -78,6 +78,10 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
         source.name, std::move(record), std::move(next),
         Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
   }
+  // What config.pbtxt left out comes from the newest served version's model file.
+  Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
+  if (completed.ok()) completed = ValidateModelConfig(config, "model '" + source.name + "' (completed config)");
+  if (!completed.ok()) return FailModel(source.name, std::move(record), std::move(next), completed);
   const std::string config_bytes = config.SerializeAsString();
   VersionMap loaded;
   for (int64_t version : versions) {

@@ -42,13 +42,25 @@ ModelSource ReadModelSource(const std::string& name, const std::vector<fs::path>
                                             folders[0].string() + ", " + folders[1].string() + ")");
     return source;
   }
+  source.versions = ListVersionFolders(source.dir);
+  if (!fs::exists(source.dir / "config.pbtxt")) {
+    // As in Triton, an ONNX model needs no config.pbtxt; the backend completes it from the model.
+    for (auto version = source.versions.rbegin(); version != source.versions.rend(); ++version) {
+      if (fs::exists(source.dir / std::to_string(*version) / "model.onnx")) {
+        ModelConfig config;
+        config.set_backend("onnxruntime");
+        NormalizeModelConfig(&config, name);
+        source.config = std::move(config);
+        return source;
+      }
+    }
+  }
   auto config = LoadModelConfig(source.dir);
   if (config.ok()) {
     source.config = std::move(config).value();
   } else {
     source.status = config.status();
   }
-  source.versions = ListVersionFolders(source.dir);
   return source;
 }
 

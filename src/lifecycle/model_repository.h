@@ -18,7 +18,9 @@ struct ModelSource {
   std::string name;
   std::filesystem::path dir;
   Status status;                      // why the model cannot be loaded, if it cannot
-  std::optional<ModelConfig> config;  // set when config.pbtxt parsed and validated
+  // Set when config.pbtxt parsed and validated, or synthesized for an ONNX model without one (the
+  // backend completes it at load).
+  std::optional<ModelConfig> config;
   std::vector<int64_t> versions;      // numbered version folders present, ascending
 };
 

@@ -1,11 +1,12 @@
-// inferd: one binary, subcommands. Only `serve` exists so far; the CLI is thin and every flag is
-// declared once, with its help, default and INFERD_* environment variable.
+// inferd: one binary, subcommands (`serve`, `run`). The CLI is thin and every flag is declared
+// once, with its help and default (and, for the server, an INFERD_* environment variable).
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <thread>
 
+#include "server/run_command.h"
 #include "server/serve_command.h"
 
 int main(int argc, char** argv) {
@@ -14,7 +15,11 @@ int main(int argc, char** argv) {
   inferd::ServeFlags serve_flags;
   CLI::App* serve = app.add_subcommand("serve", "Serve the models of one or more model repositories");
   inferd::AddServeFlags(serve, &serve_flags);
+  inferd::RunFlags run_flags;
+  CLI::App* run = app.add_subcommand("run", "Run an ONNX model offline: outputs as .npy, latency and throughput");
+  inferd::AddRunFlags(run, &run_flags);
   CLI11_PARSE(app, argc, argv);
   if (serve->parsed()) return inferd::RunServe(serve_flags);
+  if (run->parsed()) return inferd::RunRun(run_flags);
   return 0;
 }

@@ -1,0 +1,189 @@
+#include "server/run_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/npy.h"
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/session.h"
+#include "runtime/threading.h"
+
+namespace inferd {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::Session;
+using Clock = std::chrono::steady_clock;
+
+double Milliseconds(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Random values for an input the user did not give: floats in [-1, 1], integers in [0, 10) (small
+// enough to be valid indices for embedding-style inputs), bools at random.
+StatusOr<Tensor> RandomInput(const runtime::ValueInfo& info, int64_t batch, std::mt19937* rng) {
+  if (!info.shape) return Status::InvalidArgument("input '" + info.name + "' has no shape in the model; give it with --input");
+  Shape shape;
+  for (size_t d = 0; d < info.shape->size(); ++d) {
+    const runtime::Dim& dim = (*info.shape)[d];
+    if (dim.is_known()) {
+      shape.push_back(dim.value);
+    } else if (d == 0) {
+      shape.push_back(batch);
+    } else {
+      return Status::InvalidArgument("input '" + info.name + "' has the symbolic dim '" + dim.symbol + "' beyond the batch; give it with --input");
+    }
+  }
+  Tensor tensor;
+  ASSIGN_OR_RETURN(uint8_t * raw, runtime::AllocateOutput(&tensor, info.dtype, shape));
+  const int64_t n = runtime::ElementsOf(tensor);
+  std::uniform_real_distribution<float> real(-1, 1);
+  std::uniform_int_distribution<int> small(0, 9);
+  Status status = runtime::DispatchAny(info.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* data = reinterpret_cast<T*>(raw);
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<T>) data[i] = static_cast<T>(real(*rng));
+      else if constexpr (std::is_same_v<T, bool>) data[i] = small(*rng) % 2 == 0;
+      else data[i] = static_cast<T>(small(*rng));
+    }
+    return Status::Ok();
+  });
+  RETURN_IF_ERROR(status);
+  tensor.name = info.name;
+  return tensor;
+}
+
+StatusOr<std::vector<Tensor>> PrepareInputs(const Session& session, const RunFlags& flags) {
+  std::map<std::string, std::string> files;
+  for (const std::string& spec : flags.inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) return Status::InvalidArgument("--input '" + spec + "' is not NAME=FILE.npy");
+    files[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  std::mt19937 rng(42);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < session.input_count(); ++i) {
+    const runtime::ValueInfo& info = session.input(i);
+    auto file = files.find(info.name);
+    if (file != files.end()) {
+      ASSIGN_OR_RETURN(Tensor tensor, ReadNpy(file->second));
+      tensor.name = info.name;
+      inputs.push_back(std::move(tensor));
+      files.erase(file);
+    } else {
+      ASSIGN_OR_RETURN(Tensor tensor, RandomInput(info, flags.batch, &rng));
+      inputs.push_back(std::move(tensor));
+    }
+  }
+  if (!files.empty()) return Status::InvalidArgument("the model has no input '" + files.begin()->first + "'");
+  return inputs;
+}
+
+void DumpGraph(const Session& session) {
+  std::map<std::string, int> ops;
+  std::map<std::string, std::map<std::string, int>> implementations;
+  for (size_t i = 0; i < session.graph().nodes.size(); ++i) {
+    const std::string& op = session.graph().nodes[i].op_type;
+    ops[op]++;
+    implementations[op][session.kernel(i).Implementation()]++;
+  }
+  std::printf("graph: %zu nodes, opset %d (no optimizer passes yet: the graph runs as imported)\n",
+              session.graph().nodes.size(), session.graph().opset);
+  std::printf("%-24s %6s  %s\n", "op", "count", "implementation (last run)");
+  for (const auto& [op, count] : ops) {
+    std::string used;
+    for (const auto& [name, n] : implementations[op]) used += (used.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+    std::printf("%-24s %6d  %s\n", op.c_str(), count, used.c_str());
+  }
+}
+
+double Percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  size_t index = static_cast<size_t>(p / 100.0 * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+}  // namespace
+
+void AddRunFlags(CLI::App* command, RunFlags* flags) {
+  command->add_option("model", flags->model, "The .onnx file")->required()->check(CLI::ExistingFile);
+  command->add_option("--input", flags->inputs, "NAME=FILE.npy; repeatable (random values for inputs not given)");
+  command->add_option("--output-dir", flags->output_dir, "Write each output to DIR/NAME.npy");
+  command->add_option("--batch", flags->batch, "Batch size for random inputs with a symbolic first dim")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command->add_option("--iterations", flags->iterations, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
+  command->add_option("--warmup", flags->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
+  command->add_option("--threads", flags->threads, "Intra-op threads (0: every core)")->check(CLI::Range(0, 4096))->capture_default_str();
+  command->add_flag("--json", flags->json, "Print the report as JSON");
+  command->add_flag("--dump-graph", flags->dump_graph, "Print op counts and the kernel implementation per op");
+}
+
+int RunRun(const RunFlags& flags) {
+  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  runtime::SetIntraOpThreads(threads);
+  const auto load_start = Clock::now();
+  auto session = Session::Load(flags.model);
+  if (!session.ok()) {
+    std::fprintf(stderr, "error: %s\n", session.status().message().c_str());
+    return 1;
+  }
+  const double load_ms = Milliseconds(Clock::now() - load_start);
+  auto inputs = PrepareInputs(**session, flags);
+  if (!inputs.ok()) {
+    std::fprintf(stderr, "error: %s\n", inputs.status().message().c_str());
+    return 1;
+  }
+  std::vector<Tensor> outputs;
+  std::vector<double> latencies;
+  for (int i = 0; i < flags.warmup + flags.iterations; ++i) {
+    const auto start = Clock::now();
+    Status status = (*session)->Run(*inputs, &outputs);
+    if (!status.ok()) {
+      std::fprintf(stderr, "error: %s\n", status.message().c_str());
+      return 1;
+    }
+    if (i >= flags.warmup) latencies.push_back(Milliseconds(Clock::now() - start));
+  }
+  if (!flags.output_dir.empty()) {
+    fs::create_directories(flags.output_dir);
+    for (const Tensor& output : outputs) {
+      Status status = WriteNpy(fs::path(flags.output_dir) / (output.name + ".npy"), output);
+      if (!status.ok()) std::fprintf(stderr, "warning: output '%s': %s\n", output.name.c_str(), status.message().c_str());
+    }
+  }
+  const int64_t batch = inputs->empty() || inputs->front().shape.empty() ? 1 : inputs->front().shape[0];
+  double total_ms = 0;
+  for (double l : latencies) total_ms += l;
+  const double throughput = static_cast<double>(batch) * static_cast<double>(latencies.size()) / (total_ms / 1000.0);
+  const double p50 = Percentile(latencies, 50), p90 = Percentile(latencies, 90), p99 = Percentile(latencies, 99);
+  if (flags.json) {
+    std::printf("{\"model\": \"%s\", \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
+                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"outputs\": [",
+                flags.model.c_str(), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
+                throughput);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
+                  std::string(DataTypeName(outputs[i].dtype)).c_str(), ShapeToString(outputs[i].shape).c_str());
+    }
+    std::printf("]}\n");
+  } else {
+    std::printf("model: %s (%zu nodes, opset %d), loaded in %.1f ms, %d intra-op threads\n", flags.model.c_str(),
+                (*session)->graph().nodes.size(), (*session)->graph().opset, load_ms, threads);
+    std::printf("batch %lld, %zu runs after %d warm-up: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f items/s\n",
+                static_cast<long long>(batch), latencies.size(), flags.warmup, p50, p90, p99, throughput);
+    for (const Tensor& output : outputs) {
+      std::printf("output %s: %s %s\n", output.name.c_str(), std::string(DataTypeName(output.dtype)).c_str(),
+                  ShapeToString(output.shape).c_str());
+    }
+  }
+  if (flags.dump_graph) DumpGraph(**session);
+  return 0;
+}
+
+}  // namespace inferd

@@ -1,0 +1,30 @@
+// `inferd run MODEL.onnx`: runs a model offline on the runtime, without the server. Reads inputs
+// from .npy files (random where none is given), writes outputs as .npy, and reports load time,
+// latency percentiles and throughput.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace inferd {
+
+struct RunFlags {
+  std::string model;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string output_dir;
+  int64_t batch = 1;
+  int iterations = 10;
+  int warmup = 2;
+  int threads = 0;
+  bool json = false;
+  bool dump_graph = false;
+};
+
+void AddRunFlags(CLI::App* command, RunFlags* flags);
+int RunRun(const RunFlags& flags);
+
+}  // namespace inferd
