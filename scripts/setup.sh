@@ -17,6 +17,7 @@ PACKAGES=(
   libonnx-testdata                    # ONNX backend test suite (tests/conformance)
   # end-to-end tests
   curl python3 python3-requests python3-pytest procps
+  python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
 )
 # Benchmarks only (`scripts/setup.sh --bench`): the load generator and the reference server.
 if [ "${1:-}" = "--bench" ]; then

@@ -109,6 +109,17 @@ Status ValidateDynamicBatching(const ModelConfig& config, const std::string& fil
   return Status::Ok();
 }
 
+// A version folder holds an ONNX file (model.onnx, or the config's default_model_filename *.onnx).
+bool HasOnnxModelFile(const fs::path& model_dir, const ModelConfig& config) {
+  std::string file = config.default_model_filename().empty() ? "model.onnx" : config.default_model_filename();
+  if (file.size() < 5 || file.substr(file.size() - 5) != ".onnx") return false;
+  std::error_code ignored;
+  for (const auto& entry : fs::directory_iterator(model_dir, ignored)) {
+    if (entry.is_directory() && fs::exists(entry.path() / file)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::string& file_label) {
@@ -175,6 +186,9 @@ StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
                                    "' does not match the folder name '" + model_name + "'");
   }
   NormalizeModelConfig(&config, model_name);
+  if (config.backend().empty() && config.platform().empty() && HasOnnxModelFile(model_dir, config)) {
+    config.set_backend("onnxruntime");  // Triton, too, picks the backend from the model file
+  }
   RETURN_IF_ERROR(ValidateModelConfig(config, label));
   return config;
 }

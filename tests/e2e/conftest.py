@@ -1,3 +1,4 @@
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,9 +63,14 @@ MODELS = {
 }
 
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "model_repository"
+
+
 @pytest.fixture(scope="session")
 def repository(tmp_path_factory):
-    return write_repository(tmp_path_factory.mktemp("repo"), MODELS)
+    repo = write_repository(tmp_path_factory.mktemp("repo"), MODELS)
+    shutil.copytree(EXAMPLES / "mlp_onnx", repo / "mlp_onnx")  # an ONNX model with no config.pbtxt
+    return repo
 
 
 @pytest.fixture(scope="session")

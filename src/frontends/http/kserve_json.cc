@@ -79,7 +79,9 @@ std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64
   for (int64_t version : versions) Str(w, std::to_string(version));
   w.EndArray();
   w.Key("platform");
-  Str(w, config.platform().empty() ? config.backend() : config.platform());
+  // As Triton: the platform, or the backend; ONNX models report onnxruntime_onnx either way.
+  const std::string& named = config.platform().empty() ? config.backend() : config.platform();
+  Str(w, named == "onnxruntime" ? std::string("onnxruntime_onnx") : named);
   w.Key("inputs");
   WriteTensorMetadata(w, config.input(), config.max_batch_size() > 0);
   w.Key("outputs");
