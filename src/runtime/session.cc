@@ -16,6 +16,9 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& mo
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOptions options) {
   std::unique_ptr<Session> session(new Session());
   session->graph_ = std::move(graph);
+  if (options.optimize) {
+    ASSIGN_OR_RETURN(session->optimization_, Optimize(&session->graph_));
+  }
   RETURN_IF_ERROR(session->BuildKernels(options.registry ? *options.registry : KernelRegistry::Default()));
   return session;
 }

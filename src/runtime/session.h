@@ -17,11 +17,13 @@
 #include "common/tensor.h"
 #include "runtime/ir/graph.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/passes/optimizer.h"
 
 namespace inferd::runtime {
 
 struct SessionOptions {
   const KernelRegistry* registry = nullptr;  // default: KernelRegistry::Default()
+  bool optimize = true;                      // run the optimizer passes (passes/optimizer.h)
 };
 
 class Session {
@@ -30,6 +32,8 @@ class Session {
   static StatusOr<std::unique_ptr<Session>> FromGraph(Graph graph, SessionOptions options = {});
 
   const Graph& graph() const { return graph_; }
+  // What the optimizer did (empty when SessionOptions::optimize was false).
+  const OptimizationReport& optimization() const { return optimization_; }
   const ValueInfo& input(size_t i) const { return graph_.value(graph_.inputs[i]); }
   const ValueInfo& output(size_t i) const { return graph_.value(graph_.outputs[i]); }
   size_t input_count() const { return graph_.inputs.size(); }
@@ -47,6 +51,7 @@ class Session {
   Status CheckInput(size_t index, const Tensor& tensor) const;
 
   Graph graph_;
+  OptimizationReport optimization_;
   std::vector<std::unique_ptr<Kernel>> kernels_;  // one per node
   // For each node, the values whose last reader it is: released after it runs so that peak memory
   // follows the graph's width, not its length.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "common/npy.h"
@@ -92,13 +93,22 @@ void DumpGraph(const Session& session) {
     ops[op]++;
     implementations[op][session.kernel(i).Implementation()]++;
   }
-  std::printf("graph: %zu nodes, opset %d (no optimizer passes yet: the graph runs as imported)\n",
+  const runtime::OptimizationReport& report = session.optimization();
+  int before = 0;
+  for (const auto& [op, count] : report.ops_before) before += count;
+  std::printf("graph: %d nodes as imported, %zu after the optimizer, opset %d\n", before,
               session.graph().nodes.size(), session.graph().opset);
-  std::printf("%-24s %6s  %s\n", "op", "count", "implementation (last run)");
-  for (const auto& [op, count] : ops) {
+  for (const auto& [pass, rewrites] : report.rewrites) std::printf("  pass %-26s %d rewrite(s)\n", pass.c_str(), rewrites);
+  std::set<std::string> all_ops;
+  for (const auto& [op, count] : report.ops_before) all_ops.insert(op);
+  for (const auto& [op, count] : ops) all_ops.insert(op);
+  std::printf("%-24s %6s %6s  %s\n", "op", "before", "after", "implementation (last run)");
+  for (const std::string& op : all_ops) {
     std::string used;
     for (const auto& [name, n] : implementations[op]) used += (used.empty() ? "" : ", ") + name + " x" + std::to_string(n);
-    std::printf("%-24s %6d  %s\n", op.c_str(), count, used.c_str());
+    auto was = report.ops_before.find(op);
+    std::printf("%-24s %6d %6d  %s\n", op.c_str(), was == report.ops_before.end() ? 0 : was->second,
+                ops.count(op) ? ops[op] : 0, used.c_str());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/window.h"
 
@@ -581,9 +582,10 @@ StatusOr<std::unique_ptr<Kernel>> MakeSoftmax(const Node& node, int opset, Softm
 }  // namespace
 
 void RegisterNnKernels(KernelRegistry* r) {
-  r->Register("MatMul", 1, MakeMatMul);
-  r->Register("Gemm", 6, MakeGemm);  // opset 6: C always broadcasts when it can
-  r->Register("Conv", 1, MakeConv);
+  // These three may carry post-ops fused by the optimizer (kernels/post_ops.h).
+  r->Register("MatMul", 1, WithPostOps(MakeMatMul));
+  r->Register("Gemm", 6, WithPostOps(MakeGemm));  // opset 6: C always broadcasts when it can
+  r->Register("Conv", 1, WithPostOps(MakeConv));
   r->Register("ConvTranspose", 1, MakeConvTranspose);
   r->Register("MaxPool", 1, [](const Node& n, int) { return MakePool(n, true); });
   r->Register("AveragePool", 1, [](const Node& n, int) { return MakePool(n, false); });

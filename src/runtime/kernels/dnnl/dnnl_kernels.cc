@@ -7,6 +7,7 @@
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/window.h"
 
@@ -25,12 +26,64 @@ dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
   return dnnl::memory(desc, Engine(), const_cast<void*>(data));
 }
 
+// ---- post-ops (fused Add and activations) ----
+
+struct FusedPostOps {
+  dnnl::primitive_attr attr;
+  int residual_index = -1;  // position of the binary Add among the post-ops
+  dnnl::memory::desc residual_desc;
+};
+
+// Expresses `ops` as oneDNN post-ops for an output of `out_shape`. False when one cannot be (a
+// residual that does not broadcast onto the output): the reference path runs then.
+bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const Tensor* residual, FusedPostOps* fused) {
+  dnnl::post_ops post_ops;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PostOp& op = ops[i];
+    switch (op.kind) {
+      case PostOp::Kind::kAdd: {
+        if (residual == nullptr || residual->dtype != DataType::kFp32 || residual->shape.size() > out_shape.size()) return false;
+        Shape padded = residual->shape;
+        padded.insert(padded.begin(), out_shape.size() - padded.size(), 1);
+        for (size_t d = 0; d < padded.size(); ++d) {
+          if (padded[d] != out_shape[d] && padded[d] != 1) return false;
+        }
+        fused->residual_desc = PlainDesc(ToDims(padded));
+        fused->residual_index = static_cast<int>(i);
+        post_ops.append_binary(dnnl::algorithm::binary_add, fused->residual_desc);
+        break;
+      }
+      case PostOp::Kind::kRelu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0, 0); break;
+      case PostOp::Kind::kLeakyRelu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, op.alpha, 0); break;
+      case PostOp::Kind::kClip: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, op.alpha, op.beta); break;
+      case PostOp::Kind::kSigmoid: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0, 0); break;
+      case PostOp::Kind::kTanh: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0, 0); break;
+      case PostOp::Kind::kHardSwish: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0, 0); break;
+      case PostOp::Kind::kElu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, op.alpha, 0); break;
+    }
+  }
+  fused->attr.set_post_ops(post_ops);
+  return true;
+}
+
+void AddResidualArgument(const FusedPostOps& fused, const Tensor* residual, std::unordered_map<int, dnnl::memory>* args) {
+  if (fused.residual_index < 0) return;
+  args->emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(fused.residual_index) | DNNL_ARG_SRC_1,
+                Wrap(fused.residual_desc, residual->data.get()));
+}
+
+const Tensor* ResidualOf(const std::vector<PostOp>& ops, Inputs in) {
+  return HasAdd(ops) && !in.empty() ? in.back() : nullptr;
+}
+
+Shape ShapeOrEmpty(const Tensor* t) { return t ? t->shape : Shape{}; }
+
 // ---- Conv ----
 
 class DnnlConv final : public Kernel {
  public:
-  DnnlConv(WindowAttributes window, int64_t group, std::unique_ptr<Kernel> fallback)
-      : window_(std::move(window)), group_(group), fallback_(std::move(fallback)) {}
+  DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback)
+      : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), fallback_(std::move(fallback)) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
@@ -42,8 +95,9 @@ class DnnlConv final : public Kernel {
         x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size()) {
       return fallback_->Run(in, out);
     }
+    const Tensor* residual = ResidualOf(post_ops_, in);
     Plan* plan = nullptr;
-    RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, &plan));
+    RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, residual, &plan));
     if (plan == nullptr) return fallback_->Run(in, out);  // oneDNN rejected this shape
     last_ = plan->pd.impl_info_str();
     return Guarded("Conv", [&]() -> Status {
@@ -54,6 +108,7 @@ class DnnlConv final : public Kernel {
           {DNNL_ARG_WEIGHTS, plan->weights},
           {DNNL_ARG_DST, Wrap(plan->dst_desc, dst)}};
       if (const Tensor* b = Input(in, 2)) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, b->data.get()));
+      AddResidualArgument(plan->post_ops, residual, &args);
       plan->primitive.execute(ThreadStream(), args);
       ThreadStream().wait();
       return Status::Ok();
@@ -67,18 +122,19 @@ class DnnlConv final : public Kernel {
     dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward primitive;
+    FusedPostOps post_ops;
     // Weights reordered into the primitive's layout, for the weights buffer they came from (held,
     // so its address cannot be reused by another tensor while we compare against it).
     std::shared_ptr<const uint8_t> weights_source;
     dnnl::memory weights;
   };
 
-  Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, Plan** plan) {
-    auto key = std::make_pair(x.shape, w.shape);
+  Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
+    auto key = std::make_tuple(x.shape, w.shape, ShapeOrEmpty(residual));
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       Plan created;
-      Status status = Guarded("Conv", [&] { return CreatePlan(x.shape, w.shape, has_bias, &created); });
+      Status status = Guarded("Conv", [&] { return CreatePlan(x.shape, w.shape, has_bias, residual, &created); });
       if (!status.ok() && status.code() != StatusCode::kInternal) return status;
       it = plans_.emplace(key, std::move(created)).first;
     }
@@ -86,7 +142,7 @@ class DnnlConv final : public Kernel {
     return Status::Ok();
   }
 
-  Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, Plan* plan) {
+  Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, const Tensor* residual, Plan* plan) {
     const int64_t filters = w_shape[0], group_channels = w_shape[1];
     if (x_shape[1] != group_channels * group_ || filters % group_) {
       return Status::InvalidArgument("Conv: channels do not match groups");
@@ -125,7 +181,8 @@ class DnnlConv final : public Kernel {
                                                            dnnl::algorithm::convolution_direct, plan->src_desc,
                                                            any_weights, plan->dst_desc, strides, dilations, pad_l,
                                                            pad_r);
-    plan->pd = dnnl::convolution_forward::primitive_desc(desc, Engine());
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
+    plan->pd = dnnl::convolution_forward::primitive_desc(desc, plan->post_ops.attr, Engine());
     plan->primitive = dnnl::convolution_forward(plan->pd);
     plan->usable = true;
     return Status::Ok();
@@ -146,8 +203,9 @@ class DnnlConv final : public Kernel {
 
   WindowAttributes window_;
   int64_t group_;
+  std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::pair<Shape, Shape>, Plan> plans_;
+  std::map<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   std::string last_;  // empty: the fallback ran
 };
 
@@ -156,6 +214,7 @@ class DnnlConv final : public Kernel {
 struct MatmulPlan {
   bool usable = false;
   std::string implementation;
+  FusedPostOps post_ops;
   Shape out_shape;
   dnnl::memory::desc a_desc, b_desc, bias_desc, dst_desc;
   dnnl::matmul primitive;
@@ -163,7 +222,8 @@ struct MatmulPlan {
 
 class DnnlMatMul final : public Kernel {
  public:
-  explicit DnnlMatMul(std::unique_ptr<Kernel> fallback) : fallback_(std::move(fallback)) {}
+  DnnlMatMul(std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback)
+      : post_ops_(std::move(post_ops)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
   Status Run(Inputs in, Outputs out) override {
@@ -174,11 +234,12 @@ class DnnlMatMul final : public Kernel {
         a->shape.size() < 2 || b->shape.size() < 2) {
       return fallback_->Run(in, out);
     }
-    auto key = std::make_pair(a->shape, b->shape);
+    const Tensor* residual = ResidualOf(post_ops_, in);
+    auto key = std::make_tuple(a->shape, b->shape, ShapeOrEmpty(residual));
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       MatmulPlan plan;
-      Status status = Guarded("MatMul", [&] { return CreatePlan(a->shape, b->shape, &plan); });
+      Status status = Guarded("MatMul", [&] { return CreatePlan(a->shape, b->shape, residual, &plan); });
       if (!status.ok() && status.code() != StatusCode::kInternal) return status;
       it = plans_.emplace(key, std::move(plan)).first;
     }
@@ -187,16 +248,18 @@ class DnnlMatMul final : public Kernel {
     last_ = plan.implementation;
     return Guarded("MatMul", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
-      plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
-                                              {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
-                                              {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
+                                                 {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
+                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+      AddResidualArgument(plan.post_ops, residual, &args);
+      plan.primitive.execute(ThreadStream(), args);
       ThreadStream().wait();
       return Status::Ok();
     });
   }
 
  private:
-  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, MatmulPlan* plan) {
+  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* residual, MatmulPlan* plan) {
     const size_t rank = std::max(a_shape.size(), b_shape.size());
     Shape a = a_shape, b = b_shape;
     a.insert(a.begin(), rank - a.size(), 1);  // oneDNN wants equal ranks; ones broadcast
@@ -213,23 +276,28 @@ class DnnlMatMul final : public Kernel {
     plan->a_desc = PlainDesc(ToDims(a));
     plan->b_desc = PlainDesc(ToDims(b));
     plan->dst_desc = PlainDesc(ToDims(out));
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), Engine());
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc),
+                                    plan->post_ops.attr, Engine());
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::matmul(pd);
     plan->usable = true;
     return Status::Ok();
   }
 
+  std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::pair<Shape, Shape>, MatmulPlan> plans_;
+  std::map<std::tuple<Shape, Shape, Shape>, MatmulPlan> plans_;
   std::string last_;
 };
 
 // Gemm: Y = alpha * A' * B' + beta * C. oneDNN runs it when beta is 0 or 1 (C as the bias).
 class DnnlGemm final : public Kernel {
  public:
-  DnnlGemm(float alpha, float beta, bool trans_a, bool trans_b, std::unique_ptr<Kernel> fallback)
-      : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), fallback_(std::move(fallback)) {}
+  DnnlGemm(float alpha, float beta, bool trans_a, bool trans_b, std::vector<PostOp> post_ops,
+           std::unique_ptr<Kernel> fallback)
+      : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), post_ops_(std::move(post_ops)),
+        fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
   Status Run(Inputs in, Outputs out) override {
@@ -241,12 +309,12 @@ class DnnlGemm final : public Kernel {
         a->shape.size() != 2 || b->shape.size() != 2 || (c != nullptr && (beta_ != 1 || c->dtype != DataType::kFp32))) {
       return fallback_->Run(in, out);
     }
-    Shape c_shape = c ? c->shape : Shape{};
-    auto key = std::make_tuple(a->shape, b->shape, c != nullptr, c_shape);
+    const Tensor* residual = ResidualOf(post_ops_, in);
+    auto key = std::make_tuple(a->shape, b->shape, c != nullptr, ShapeOrEmpty(c), ShapeOrEmpty(residual));
     auto it = plans_.find(key);
     if (it == plans_.end()) {
       MatmulPlan plan;
-      Status status = Guarded("Gemm", [&] { return CreatePlan(a->shape, b->shape, c, &plan); });
+      Status status = Guarded("Gemm", [&] { return CreatePlan(a->shape, b->shape, c, residual, &plan); });
       if (!status.ok() && status.code() != StatusCode::kInternal) return status;
       it = plans_.emplace(key, std::move(plan)).first;
     }
@@ -259,6 +327,7 @@ class DnnlGemm final : public Kernel {
                                                  {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
                                                  {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
       if (c != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, c->data.get()));
+      AddResidualArgument(plan.post_ops, residual, &args);
       plan.primitive.execute(ThreadStream(), args);
       ThreadStream().wait();
       return Status::Ok();
@@ -266,7 +335,8 @@ class DnnlGemm final : public Kernel {
   }
 
  private:
-  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* c, MatmulPlan* plan) {
+  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* c, const Tensor* residual,
+                    MatmulPlan* plan) {
     const int64_t m = trans_a_ ? a_shape[1] : a_shape[0], k = trans_a_ ? a_shape[0] : a_shape[1];
     const int64_t n = trans_b_ ? b_shape[0] : b_shape[1];
     if ((trans_b_ ? b_shape[1] : b_shape[0]) != k) return Status::InvalidArgument("Gemm: inner dims differ");
@@ -277,7 +347,8 @@ class DnnlGemm final : public Kernel {
                                       trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
     plan->dst_desc = PlainDesc({m, n});
     plan->out_shape = {m, n};
-    dnnl::primitive_attr attr;
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
+    dnnl::primitive_attr& attr = plan->post_ops.attr;
     if (alpha_ != 1) attr.set_output_scales(0, {alpha_});
     if (c != nullptr) {
       // C broadcasts onto (M, N) from its trailing dims: [], [N], [1, N], [M, 1], [M, N]...
@@ -305,8 +376,9 @@ class DnnlGemm final : public Kernel {
 
   float alpha_, beta_;
   bool trans_a_, trans_b_;
+  std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::tuple<Shape, Shape, bool, Shape>, MatmulPlan> plans_;
+  std::map<std::tuple<Shape, Shape, bool, Shape, Shape>, MatmulPlan> plans_;
   std::string last_;
 };
 
@@ -324,12 +396,15 @@ void RegisterDnnlKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, conv_reference(node, opset));
     ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
     ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
-    return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(fallback)));
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
+    return std::unique_ptr<Kernel>(
+        std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops), std::move(fallback)));
   });
   KernelFactory matmul_reference = ReferenceFor(*r, "MatMul");
   r->Register("MatMul", 1, [matmul_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, matmul_reference(node, opset));
-    return std::unique_ptr<Kernel>(std::make_unique<DnnlMatMul>(std::move(fallback)));
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlMatMul>(std::move(post_ops), std::move(fallback)));
   });
   KernelFactory gemm_reference = ReferenceFor(*r, "Gemm");
   r->Register("Gemm", 6, [gemm_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
@@ -338,8 +413,9 @@ void RegisterDnnlKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(float beta, node.Float("beta", 1.0f));
     ASSIGN_OR_RETURN(int64_t trans_a, node.Int("transA", 0));
     ASSIGN_OR_RETURN(int64_t trans_b, node.Int("transB", 0));
-    return std::unique_ptr<Kernel>(
-        std::make_unique<DnnlGemm>(alpha, beta, trans_a != 0, trans_b != 0, std::move(fallback)));
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlGemm>(alpha, beta, trans_a != 0, trans_b != 0,
+                                                              std::move(post_ops), std::move(fallback)));
   });
 }
 

@@ -1,0 +1,37 @@
+#include "runtime/passes/optimizer.h"
+
+#include "runtime/passes/graph_edit.h"
+
+namespace inferd::runtime {
+
+const std::vector<OptimizerPass>& OptimizerPasses() {
+  static const std::vector<OptimizerPass> passes = {
+      // Identity/Dropout first: they hide patterns (Conv -> Identity -> Relu) from later passes.
+      {"eliminate_identities", EliminateIdentities},
+      // Constants next, so that BatchNorm parameters, Clip bounds and reshape targets computed from
+      // constants are initializers by the time the fusions look for them.
+      {"fold_constants", FoldConstants},
+      // BatchNorm folds into the Conv's weights before any fusion takes the Conv's output.
+      {"fold_batchnorm_into_conv", FoldBatchNormIntoConv},
+      // Residual Add before activations: ResNet's Conv -> Add -> Relu becomes one Conv with
+      // post-ops [Add, Relu]; the other order could not take the Add any more.
+      {"fuse_residual_add", FuseResidualAdd},
+      {"fuse_activations", FuseActivations},
+  };
+  return passes;
+}
+
+StatusOr<OptimizationReport> Optimize(Graph* graph) {
+  OptimizationReport report;
+  report.ops_before = CountOps(*graph);
+  for (const OptimizerPass& pass : OptimizerPasses()) {
+    auto rewrites = pass.apply(graph);
+    if (!rewrites.ok()) return rewrites.status().WithPrefix(std::string("optimizer pass ") + pass.name);
+    report.rewrites.emplace_back(pass.name, *rewrites);
+  }
+  RETURN_IF_ERROR(graph->CheckTopologicalOrder());
+  report.ops_after = CountOps(*graph);
+  return report;
+}
+
+}  // namespace inferd::runtime

@@ -1,0 +1,35 @@
+// The optimizer: graph passes run in one fixed order at load. Each pass is one file with one entry
+// function that returns how many rewrites it made; each is tested by running a graph before and
+// after it and comparing outputs (tests/unit/runtime_passes_test.cc).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/ir/graph.h"
+
+namespace inferd::runtime {
+
+// The passes (passes/*.cc).
+StatusOr<int> EliminateIdentities(Graph* graph);
+StatusOr<int> FoldConstants(Graph* graph);
+StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
+StatusOr<int> FuseResidualAdd(Graph* graph);
+StatusOr<int> FuseActivations(Graph* graph);
+
+struct OptimizerPass {
+  const char* name;
+  StatusOr<int> (*apply)(Graph*);
+};
+const std::vector<OptimizerPass>& OptimizerPasses();
+
+struct OptimizationReport {
+  std::map<std::string, int> ops_before, ops_after;
+  std::vector<std::pair<std::string, int>> rewrites;  // pass name, count
+};
+
+StatusOr<OptimizationReport> Optimize(Graph* graph);
+
+}  // namespace inferd::runtime

@@ -1,0 +1,238 @@
+// Each optimizer pass: the graph gives the same outputs before and after, and has the shape the
+// pass promises (fewer nodes, post-ops on the right node), and leaves alone what it must not touch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/session.h"
+
+namespace inferd::runtime {
+namespace {
+
+Tensor Random(const Shape& shape, uint32_t seed, float low = -1, float high = 1) {
+  Tensor t;
+  float* data = AllocateOutputAs<float>(&t, DataType::kFp32, shape).value();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  for (int64_t i = 0; i < ElementsOf(t); ++i) data[i] = dist(rng);
+  return t;
+}
+
+// Builds graphs by value name.
+class GraphBuilder {
+ public:
+  GraphBuilder() { graph_.opset = 17; }
+  ValueId Value(const std::string& name) {
+    if (auto id = graph_.FindValue(name)) return *id;
+    return graph_.AddValue({.name = name, .dtype = DataType::kFp32});
+  }
+  GraphBuilder& Input(const std::string& name) {
+    graph_.inputs.push_back(Value(name));
+    return *this;
+  }
+  GraphBuilder& Constant(const std::string& name, Tensor t) {
+    graph_.initializers[Value(name)] = std::move(t);
+    return *this;
+  }
+  GraphBuilder& Op(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                   std::map<std::string, Attribute, std::less<>> attributes = {}) {
+    Node node;
+    node.op_type = op;
+    node.name = outputs[0] + "_node";
+    for (const auto& name : inputs) node.inputs.push_back(name.empty() ? kNoValue : Value(name));
+    for (const auto& name : outputs) node.outputs.push_back(Value(name));
+    node.attributes = std::move(attributes);
+    graph_.nodes.push_back(std::move(node));
+    return *this;
+  }
+  GraphBuilder& Output(const std::string& name) {
+    graph_.outputs.push_back(Value(name));
+    return *this;
+  }
+  Graph graph() const { return graph_; }
+
+ private:
+  Graph graph_;
+};
+
+Attribute Ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+// Runs the graph unoptimized on the reference kernels and optimized on the fast ones.
+std::unique_ptr<Session> ExpectSameOutputs(const Graph& graph, const std::vector<Tensor>& inputs) {
+  auto plain = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  auto optimized = Session::FromGraph(graph);
+  EXPECT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(optimized.ok()) << optimized.status().ToString();
+  if (!plain.ok() || !optimized.ok()) return nullptr;
+  std::vector<Tensor> expected, actual;
+  EXPECT_TRUE((*plain)->Run(inputs, &expected).ok());
+  Status status = (*optimized)->Run(inputs, &actual);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_EQ(expected.size(), actual.size());
+  for (size_t o = 0; o < std::min(expected.size(), actual.size()); ++o) {
+    EXPECT_EQ(expected[o].shape, actual[o].shape);
+    if (expected[o].shape != actual[o].shape) continue;
+    int mismatches = 0;
+    for (int64_t i = 0; i < ElementsOf(expected[o]); ++i) {
+      const float e = ValuesOf<float>(expected[o])[i], a = ValuesOf<float>(actual[o])[i];
+      if (std::abs(a - e) > 1e-4 * std::max(1.0f, std::abs(e)) && mismatches++ < 3) {
+        ADD_FAILURE() << "output " << o << " element " << i << ": " << a << ", expected " << e;
+      }
+    }
+  }
+  return std::move(optimized).value();
+}
+
+int Count(const Session& session, const std::string& op) {
+  int n = 0;
+  for (const Node& node : session.graph().nodes) n += node.op_type == op;
+  return n;
+}
+
+std::vector<std::string> PostOpsOf(const Session& session, const std::string& op) {
+  for (const Node& node : session.graph().nodes) {
+    if (node.op_type == op && node.Find("_post_ops")) return node.Find("_post_ops")->strings;
+  }
+  return {};
+}
+
+TEST(PassesTest, ConvBatchNormReluBecomesOneConv) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({6, 3, 3, 3}, 1))
+                .Constant("b", Random({6}, 2))
+                .Constant("scale", Random({6}, 3, 0.5, 1.5))
+                .Constant("shift", Random({6}, 4))
+                .Constant("mean", Random({6}, 5))
+                .Constant("var", Random({6}, 6, 0.5, 2))
+                .Op("Conv", {"x", "w", "b"}, {"c"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"bn"})
+                .Op("Relu", {"bn"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({2, 3, 7, 7}, 7)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->graph().nodes.size(), 1u);
+  EXPECT_EQ(PostOpsOf(*session, "Conv"), std::vector<std::string>{"Relu"});
+  EXPECT_EQ(session->kernel(0).Implementation().rfind("onednn:", 0), 0u) << session->kernel(0).Implementation();
+}
+
+TEST(PassesTest, ResidualBlockFusesAddThenRelu) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w1", Random({4, 4, 3, 3}, 1))
+                .Constant("w2", Random({4, 4, 3, 3}, 2))
+                .Op("Conv", {"x", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Relu", {"c1"}, {"r1"})
+                .Op("Conv", {"r1", "w2"}, {"c2"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Add", {"c2", "x"}, {"sum"})
+                .Op("Relu", {"sum"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({1, 4, 6, 6}, 3)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->graph().nodes.size(), 2u);
+  EXPECT_EQ(session->graph().nodes[1].op_type, "Conv");
+  EXPECT_EQ(session->graph().nodes[1].Find("_post_ops")->strings, (std::vector<std::string>{"Add", "Relu"}));
+  EXPECT_EQ(session->kernel(1).Implementation().rfind("onednn:", 0), 0u) << session->kernel(1).Implementation();
+}
+
+TEST(PassesTest, BroadcastResidualStillGivesTheRightAnswer) {
+  // The residual is larger than the MatMul output: the fused op must broadcast, not truncate.
+  Graph g = GraphBuilder()
+                .Input("a")
+                .Input("r")
+                .Constant("b", Random({4, 5}, 1))
+                .Op("MatMul", {"a", "b"}, {"m"})
+                .Op("Add", {"r", "m"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({1, 4}, 2), Random({3, 5}, 3)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Add"), 0);
+}
+
+TEST(PassesTest, GemmIdentityClipFusesAcrossTheIdentity) {
+  Tensor lo, hi;
+  *AllocateOutputAs<float>(&lo, DataType::kFp32, {}).value() = -0.2f;
+  *AllocateOutputAs<float>(&hi, DataType::kFp32, {}).value() = 0.3f;
+  Attribute trans_b;
+  trans_b.kind = Attribute::Kind::kInt;
+  trans_b.i = 1;
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({5, 8}, 1))
+                .Constant("c", Random({5}, 2))
+                .Constant("lo", lo)
+                .Constant("hi", hi)
+                .Op("Gemm", {"x", "w", "c"}, {"g"}, {{"transB", trans_b}})
+                .Op("Identity", {"g"}, {"i"})
+                .Op("Clip", {"i", "lo", "hi"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({3, 8}, 3)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->graph().nodes.size(), 1u);
+  EXPECT_EQ(PostOpsOf(*session, "Gemm"), std::vector<std::string>{"Clip"});
+}
+
+TEST(PassesTest, ConstantSubgraphsFold) {
+  Tensor shape;
+  int64_t* dims = AllocateOutputAs<int64_t>(&shape, DataType::kInt64, {2}).value();
+  dims[0] = 2;
+  dims[1] = 6;
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("k", Random({2, 6}, 1))
+                .Constant("shape", shape)
+                .Op("Exp", {"k"}, {"ek"})
+                .Op("Reshape", {"x", "shape"}, {"flat"})
+                .Op("Mul", {"flat", "ek"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({3, 4}, 2)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Exp"), 0);
+  EXPECT_EQ(session->graph().nodes.size(), 2u);
+}
+
+TEST(PassesTest, SharedOutputsAndGraphOutputsAreNotFused) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({3, 3, 1, 1}, 1))
+                .Op("Conv", {"x", "w"}, {"c"})
+                .Op("Relu", {"c"}, {"r"})
+                .Op("Sigmoid", {"c"}, {"s"})  // c has two readers
+                .Op("Add", {"r", "s"}, {"y"})
+                .Output("y")
+                .Output("c")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({1, 3, 4, 4}, 2)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->graph().nodes.size(), 4u);
+  EXPECT_TRUE(PostOpsOf(*session, "Conv").empty());
+}
+
+TEST(PassesTest, ResidualComputedAfterTheOpIsNotFused) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({2, 2, 1, 1}, 1))
+                .Op("Conv", {"x", "w"}, {"c"})
+                .Op("Tanh", {"x"}, {"t"})  // computed between the Conv and the Add
+                .Op("Add", {"c", "t"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({1, 2, 3, 3}, 2)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Add"), 1);
+}
+
+}  // namespace
+}  // namespace inferd::runtime
