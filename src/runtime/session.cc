@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <chrono>
 #include <set>
 
 #include "runtime/onnx/onnx_import.h"
@@ -114,7 +115,11 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     node_inputs.clear();
     for (ValueId id : node.inputs) node_inputs.push_back(id == kNoValue ? nullptr : slots[id]);
     node_outputs.assign(node.outputs.size(), Tensor{});
+    const auto start = node_seconds_.empty() ? std::chrono::steady_clock::time_point() : std::chrono::steady_clock::now();
     Status status = kernels_[n]->Run(node_inputs, node_outputs);
+    if (!node_seconds_.empty()) {
+      node_seconds_[n] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     if (!status.ok()) return status.WithPrefix(node.Describe());
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const ValueId id = node.outputs[o];

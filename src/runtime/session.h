@@ -42,6 +42,10 @@ class Session {
   // `inputs` in the order of graph().inputs; checks element types and known dims.
   Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs);
 
+  // Per-node wall time of every Run from now on, summed (for `inferd run --profile`).
+  void EnableProfiling() { node_seconds_.assign(graph_.nodes.size(), 0.0); }
+  const std::vector<double>& node_seconds() const { return node_seconds_; }
+
   // The kernel of node i (e.g. to ask what implementation ran last).
   const Kernel& kernel(size_t node_index) const { return *kernels_[node_index]; }
 
@@ -56,6 +60,7 @@ class Session {
   // For each node, the values whose last reader it is: released after it runs so that peak memory
   // follows the graph's width, not its length.
   std::vector<std::vector<ValueId>> release_after_;
+  std::vector<double> node_seconds_;  // empty unless profiling
 };
 
 }  // namespace inferd::runtime

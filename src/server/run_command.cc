@@ -1,5 +1,7 @@
 #include "server/run_command.h"
 
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -112,6 +114,25 @@ void DumpGraph(const Session& session) {
   }
 }
 
+void PrintProfile(const Session& session, int runs) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  double total = 0;
+  for (size_t i = 0; i < session.node_seconds().size(); ++i) {
+    auto& [seconds, count] = by_op[session.graph().nodes[i].op_type];
+    seconds += session.node_seconds()[i];
+    count++;
+    total += session.node_seconds()[i];
+  }
+  std::vector<std::pair<double, std::string>> sorted;
+  for (const auto& [op, entry] : by_op) sorted.emplace_back(entry.first, op);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::printf("%-24s %10s %7s %6s\n", "op", "ms/run", "share", "nodes");
+  for (const auto& [seconds, op] : sorted) {
+    std::printf("%-24s %10.3f %6.1f%% %6d\n", op.c_str(), seconds * 1000 / runs, 100 * seconds / std::max(total, 1e-12),
+                by_op[op].second);
+  }
+}
+
 double Percentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
   size_t index = static_cast<size_t>(p / 100.0 * static_cast<double>(values.size() - 1) + 0.5);
@@ -132,6 +153,7 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
   command->add_option("--threads", flags->threads, "Intra-op threads (0: every core)")->check(CLI::Range(0, 4096))->capture_default_str();
   command->add_flag("--json", flags->json, "Print the report as JSON");
   command->add_flag("--dump-graph", flags->dump_graph, "Print op counts and the kernel implementation per op");
+  command->add_flag("--profile", flags->profile, "Print the time spent per op type over the timed runs");
 }
 
 int RunRun(const RunFlags& flags) {
@@ -152,6 +174,7 @@ int RunRun(const RunFlags& flags) {
   std::vector<Tensor> outputs;
   std::vector<double> latencies;
   for (int i = 0; i < flags.warmup + flags.iterations; ++i) {
+    if (flags.profile && i == flags.warmup) (*session)->EnableProfiling();
     const auto start = Clock::now();
     Status status = (*session)->Run(*inputs, &outputs);
     if (!status.ok()) {
@@ -173,9 +196,11 @@ int RunRun(const RunFlags& flags) {
   const double throughput = static_cast<double>(batch) * static_cast<double>(latencies.size()) / (total_ms / 1000.0);
   const double p50 = Percentile(latencies, 50), p90 = Percentile(latencies, 90), p99 = Percentile(latencies, 99);
   if (flags.json) {
-    std::printf("{\"model\": \"%s\", \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
                 "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"outputs\": [",
-                flags.model.c_str(), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
+                flags.model.c_str(), static_cast<double>(usage.ru_maxrss) / 1024.0, load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
                 throughput);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
@@ -193,6 +218,7 @@ int RunRun(const RunFlags& flags) {
     }
   }
   if (flags.dump_graph) DumpGraph(**session);
+  if (flags.profile) PrintProfile(**session, static_cast<int>(latencies.size()));
   return 0;
 }
 

@@ -22,6 +22,7 @@ struct RunFlags {
   int threads = 0;
   bool json = false;
   bool dump_graph = false;
+  bool profile = false;
 };
 
 void AddRunFlags(CLI::App* command, RunFlags* flags);

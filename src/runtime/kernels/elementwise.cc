@@ -204,20 +204,44 @@ Status BroadcastBinary(const Tensor& a, const Tensor& b, Tensor* out, DataType o
   ASSIGN_OR_RETURN(Out * dst, AllocateOutputAs<Out>(out, out_type, shape));
   const In* x = ValuesOf<In>(a);
   const In* y = ValuesOf<In>(b);
-  const int64_t n = ElementsOf(*out);
-  if (a.shape == b.shape) {
-    for (int64_t i = 0; i < n; ++i) dst[i] = op(x[i], y[i]);
-  } else if (ElementsOf(b) == 1) {
-    const In scalar = y[0];
-    for (int64_t i = 0; i < n; ++i) dst[i] = op(x[i], scalar);
-  } else if (ElementsOf(a) == 1) {
-    const In scalar = x[0];
-    for (int64_t i = 0; i < n; ++i) dst[i] = op(scalar, y[i]);
-  } else {
-    std::array<std::vector<int64_t>, 2> strides{BroadcastStrides(a.shape, shape), BroadcastStrides(b.shape, shape)};
-    int64_t i = 0;
-    ForEachIndex<2>(shape, strides, [&](const std::array<int64_t, 2>& at) { dst[i++] = op(x[at[0]], y[at[1]]); });
+  std::vector<int64_t> sa = BroadcastStrides(a.shape, shape), sb = BroadcastStrides(b.shape, shape);
+  // Collapse the trailing dims along which each operand is either contiguous or constant into one
+  // inner loop (a per-channel scale over [N, C, H, W] runs H*W elements at a time).
+  bool a_contiguous = true, a_constant = true, b_contiguous = true, b_constant = true;
+  int64_t inner = 1;
+  size_t outer_rank = shape.size();
+  while (outer_rank > 0) {
+    const size_t d = outer_rank - 1;
+    const bool unit = shape[d] == 1;
+    const bool ac = a_contiguous && (unit || sa[d] == inner), az = a_constant && (unit || sa[d] == 0);
+    const bool bc = b_contiguous && (unit || sb[d] == inner), bz = b_constant && (unit || sb[d] == 0);
+    if (!(ac || az) || !(bc || bz)) break;
+    a_contiguous = ac, a_constant = az, b_contiguous = bc, b_constant = bz;
+    inner *= shape[d];
+    --outer_rank;
   }
+  const int64_t step_a = a_contiguous ? 1 : 0, step_b = b_contiguous ? 1 : 0;
+  Shape outer(shape.begin(), shape.begin() + static_cast<int64_t>(outer_rank));
+  sa.resize(outer_rank);
+  sb.resize(outer_rank);
+  Out* next = dst;
+  ForEachIndex<2>(outer, std::array<std::vector<int64_t>, 2>{sa, sb}, [&](const std::array<int64_t, 2>& at) {
+    const In* xa = x + at[0];
+    const In* yb = y + at[1];
+    if (step_a && step_b) {
+      for (int64_t i = 0; i < inner; ++i) next[i] = op(xa[i], yb[i]);
+    } else if (step_a) {
+      const In scalar = *yb;
+      for (int64_t i = 0; i < inner; ++i) next[i] = op(xa[i], scalar);
+    } else if (step_b) {
+      const In scalar = *xa;
+      for (int64_t i = 0; i < inner; ++i) next[i] = op(scalar, yb[i]);
+    } else {
+      const Out value = op(*xa, *yb);
+      for (int64_t i = 0; i < inner; ++i) next[i] = value;
+    }
+    next += inner;
+  });
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // oneDNN kernels for the heavy ops: Conv, MatMul, Gemm. Each keeps one primitive per input shape
 // (oneDNN's lifecycle: memory desc -> primitive desc -> primitive -> execute) and falls back to the
 // reference kernel for what oneDNN cannot run (other element types, shapes it rejects).
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,13 +31,18 @@ dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
 
 struct FusedPostOps {
   dnnl::primitive_attr attr;
-  int residual_index = -1;  // position of the binary Add among the post-ops
+  int residual_index = -1;  // position of the Add among the post-ops
   dnnl::memory::desc residual_desc;
+  // The Add as oneDNN's "sum" post-op: the residual is copied into the destination first. The
+  // fast convolutions take that in blocked layouts, where a binary post-op with a plain residual
+  // would push them onto a slow path.
+  bool add_as_sum = false;
 };
 
 // Expresses `ops` as oneDNN post-ops for an output of `out_shape`. False when one cannot be (a
 // residual that does not broadcast onto the output): the reference path runs then.
-bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const Tensor* residual, FusedPostOps* fused) {
+bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const Tensor* residual, FusedPostOps* fused,
+                  bool prefer_sum = false) {
   dnnl::post_ops post_ops;
   for (size_t i = 0; i < ops.size(); ++i) {
     const PostOp& op = ops[i];
@@ -50,7 +56,12 @@ bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const 
         }
         fused->residual_desc = PlainDesc(ToDims(padded));
         fused->residual_index = static_cast<int>(i);
-        post_ops.append_binary(dnnl::algorithm::binary_add, fused->residual_desc);
+        fused->add_as_sum = prefer_sum && i == 0 && residual->shape == out_shape;
+        if (fused->add_as_sum) {
+          post_ops.append_sum(1.0f);
+        } else {
+          post_ops.append_binary(dnnl::algorithm::binary_add, fused->residual_desc);
+        }
         break;
       }
       case PostOp::Kind::kRelu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0, 0); break;
@@ -67,7 +78,7 @@ bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const 
 }
 
 void AddResidualArgument(const FusedPostOps& fused, const Tensor* residual, std::unordered_map<int, dnnl::memory>* args) {
-  if (fused.residual_index < 0) return;
+  if (fused.residual_index < 0 || fused.add_as_sum) return;
   args->emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(fused.residual_index) | DNNL_ARG_SRC_1,
                 Wrap(fused.residual_desc, residual->data.get()));
 }
@@ -103,14 +114,31 @@ class DnnlConv final : public Kernel {
     return Guarded("Conv", [&]() -> Status {
       RETURN_IF_ERROR(PrepareWeights(plan, *w));
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan->out_shape));
-      std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, Wrap(plan->src_desc, x->data.get())},
-          {DNNL_ARG_WEIGHTS, plan->weights},
-          {DNNL_ARG_DST, Wrap(plan->dst_desc, dst)}};
+      dnnl::stream& stream = ThreadStream();
+      dnnl::memory src = Wrap(plan->src_desc, x->data.get());
+      dnnl::memory plain_dst = Wrap(plan->dst_desc, dst);
+      // Blocked layouts (nChw16c...) are what the fast convolutions want; until layout propagation
+      // keeps them between layers, each Conv reorders in and out.
+      if (plan->src_reorder) {
+        plan->src_reorder.execute(stream, src, plan->blocked_src);
+        src = plan->blocked_src;
+      }
+      dnnl::memory target = plan->dst_reorder ? plan->blocked_dst : plain_dst;
+      if (plan->post_ops.add_as_sum) {
+        // The sum post-op adds onto what the destination holds: put the residual there.
+        dnnl::memory plain_residual = Wrap(plan->dst_desc, residual->data.get());
+        if (plan->dst_reorder) {
+          plan->residual_reorder.execute(stream, plain_residual, target);
+        } else {
+          std::memcpy(dst, residual->data.get(), residual->byte_size);
+        }
+      }
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, target}};
       if (const Tensor* b = Input(in, 2)) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, b->data.get()));
       AddResidualArgument(plan->post_ops, residual, &args);
-      plan->primitive.execute(ThreadStream(), args);
-      ThreadStream().wait();
+      plan->primitive.execute(stream, args);
+      if (plan->dst_reorder) plan->dst_reorder.execute(stream, plan->blocked_dst, plain_dst);
+      stream.wait();
       return Status::Ok();
     });
   }
@@ -123,6 +151,9 @@ class DnnlConv final : public Kernel {
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward primitive;
     FusedPostOps post_ops;
+    // Set when the primitive wants a blocked layout: reorders and the plan's own blocked buffers.
+    dnnl::reorder src_reorder, dst_reorder, residual_reorder;
+    dnnl::memory blocked_src, blocked_dst;
     // Weights reordered into the primitive's layout, for the weights buffer they came from (held,
     // so its address cannot be reused by another tensor while we compare against it).
     std::shared_ptr<const uint8_t> weights_source;
@@ -173,16 +204,34 @@ class DnnlConv final : public Kernel {
     plan->plain_weights_desc = PlainDesc(weight_dims);
     dnnl::memory::desc any_weights(weight_dims, dnnl::memory::data_type::f32, tag::any);
     plan->bias_desc = PlainDesc({filters});
-    auto desc = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                           dnnl::algorithm::convolution_direct, plan->src_desc,
-                                                           any_weights, plan->bias_desc, plan->dst_desc, strides,
-                                                           dilations, pad_l, pad_r)
-                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                           dnnl::algorithm::convolution_direct, plan->src_desc,
-                                                           any_weights, plan->dst_desc, strides, dilations, pad_l,
-                                                           pad_r);
-    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
-    plan->pd = dnnl::convolution_forward::primitive_desc(desc, plan->post_ops.attr, Engine());
+    auto make_desc = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
+      return has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                        dnnl::algorithm::convolution_direct, src, any_weights,
+                                                        plan->bias_desc, dst, strides, dilations, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                        dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                                        strides, dilations, pad_l, pad_r);
+    };
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true)) {
+      return Status::Ok();  // not usable
+    }
+    // Let oneDNN pick the activation layout; keep plain layouts if its pick is a reference kernel.
+    dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
+    dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
+    plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(src_any, dst_any), plan->post_ops.attr, Engine());
+    if (std::string(plan->pd.impl_info_str()).rfind("ref", 0) == 0) {
+      plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(plan->src_desc, plan->dst_desc),
+                                                           plan->post_ops.attr, Engine());
+    }
+    if (plan->pd.src_desc() != plan->src_desc) {
+      plan->blocked_src = dnnl::memory(plan->pd.src_desc(), Engine());
+      plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), plan->pd.src_desc()));
+    }
+    if (plan->pd.dst_desc() != plan->dst_desc) {
+      plan->blocked_dst = dnnl::memory(plan->pd.dst_desc(), Engine());
+      plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->pd.dst_desc(), Engine(), plan->dst_desc));
+      plan->residual_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->dst_desc, Engine(), plan->pd.dst_desc()));
+    }
     plan->primitive = dnnl::convolution_forward(plan->pd);
     plan->usable = true;
     return Status::Ok();
