@@ -18,10 +18,13 @@ PACKAGES=(
   # end-to-end tests
   curl python3 python3-requests python3-pytest procps
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
+  python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
 )
-# Benchmarks only (`scripts/setup.sh --bench`): the load generator and the reference server.
+# Benchmarks only (`scripts/setup.sh --bench`): the load generator and the reference server, and
+# Node.js for ONNX Runtime (npm onnxruntime-node, installed by bench/engine_bench.py).
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(nginx-light wrk)
+  command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 fi
 
 missing=()

@@ -170,6 +170,21 @@ TEST(GemmTest, TransposesAndBiasMatchReference) {
   }
 }
 
+TEST(EltwiseTest, ActivationsAndSoftmaxRunOnOneDnnAndMatchReference) {
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Elu", "HardSwish", "Softplus", "Neg"}) {
+    std::vector<Tensor> inputs{Random({2, 3, 5}, 11)};
+    Comparison result = ExpectSameAsReference(OneNode(op, 1, {}), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << op << ": " << result.implementation;
+  }
+  for (int64_t axis : {-1, 1, 0}) {
+    for (const char* op : {"Softmax", "LogSoftmax"}) {
+      std::vector<Tensor> inputs{Random({3, 4, 6}, 12)};
+      Comparison result = ExpectSameAsReference(OneNode(op, 1, {{"axis", Int(axis)}}), inputs);
+      EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << op << " axis " << axis;
+    }
+  }
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

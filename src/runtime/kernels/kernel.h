@@ -60,6 +60,7 @@ void RegisterReduceKernels(KernelRegistry* registry);
 void RegisterNnKernels(KernelRegistry* registry);
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlKernels(KernelRegistry* registry);
+void RegisterDnnlEltwiseKernels(KernelRegistry* registry);
 
 // A kernel made from a lambda, for the many ops whose only state is a few attributes.
 template <typename Fn>

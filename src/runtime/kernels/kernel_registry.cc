@@ -45,6 +45,7 @@ const KernelRegistry& KernelRegistry::Default() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry(Reference());
     RegisterDnnlKernels(r);
+    RegisterDnnlEltwiseKernels(r);
     return r;
   }();
   return *registry;
