@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "runtime/onnx/onnx_import.h"
@@ -26,13 +27,13 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
 
 Status Session::BuildKernels(const KernelRegistry& registry) {
   // Every problem in one error: the user fixes the model (or asks for ops) once, not op by op.
-  std::vector<std::string> unsupported;
+  std::map<std::string, std::vector<std::string>> unsupported_nodes;  // op -> node names
   std::vector<std::string> invalid;
   for (const Node& node : graph_.nodes) {
     const KernelFactory* factory = registry.Find(node.op_type, node.domain, graph_.opset);
     if (factory == nullptr) {
       std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
-      unsupported.push_back(op + " (node '" + node.name + "')");
+      unsupported_nodes[op].push_back(node.name);
       kernels_.push_back(nullptr);
       continue;
     }
@@ -44,6 +45,16 @@ Status Session::BuildKernels(const KernelRegistry& registry) {
     }
     kernels_.push_back(std::move(kernel).value());
   }
+  // One entry per op type, naming up to three of its nodes: a model with 45 ScatterND nodes gets a
+  // readable message.
+  std::vector<std::string> unsupported;
+  for (const auto& [op, names] : unsupported_nodes) {
+    std::string entry = op + " (node";
+    entry += names.size() > 1 ? "s " : " ";
+    for (size_t i = 0; i < names.size() && i < 3; ++i) entry += (i ? ", '" : "'") + names[i] + "'";
+    if (names.size() > 3) entry += " and " + std::to_string(names.size() - 3) + " more";
+    unsupported.push_back(entry + ")");
+  }
   if (!unsupported.empty() || !invalid.empty()) {
     std::string message;
     auto join = [](const std::vector<std::string>& items) {
@@ -52,7 +63,7 @@ Status Session::BuildKernels(const KernelRegistry& registry) {
       return text;
     };
     if (!unsupported.empty()) {
-      message = std::to_string(unsupported.size()) + " unsupported operator(s) at opset " +
+      message = std::to_string(unsupported.size()) + " unsupported operator type(s) at opset " +
                 std::to_string(graph_.opset) + ": " + join(unsupported);
     }
     if (!invalid.empty()) message += (message.empty() ? "" : "; ") + join(invalid);

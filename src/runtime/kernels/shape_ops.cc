@@ -90,8 +90,15 @@ StatusOr<std::unique_ptr<Kernel>> MakeIdentity(const Node&, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeDropout(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(Need(in, 1, "Dropout"));
-    if (const Tensor* training = Input(in, 2); training != nullptr && ValuesOf<bool>(*training)[0]) {
-      return Status::Unimplemented("Dropout in training mode is not supported (inference only)");
+    // Training mode drops nothing when the ratio is 0 (PyTorch exports attention dropout so).
+    const Tensor* training = Input(in, 2);
+    const Tensor* ratio = Input(in, 1);
+    if (training != nullptr && ElementsOf(*training) > 0 && ValuesOf<bool>(*training)[0]) {
+      double drop = 0.5;  // the default ratio
+      if (ratio != nullptr) {
+        ASSIGN_OR_RETURN(drop, ScalarAsDouble(*ratio));
+      }
+      if (drop != 0) return Status::Unimplemented("Dropout in training mode is not supported (inference only)");
     }
     out[0] = *in[0];
     if (out.size() > 1) {
@@ -520,6 +527,101 @@ StatusOr<std::unique_ptr<Kernel>> MakeGatherElements(const Node& node, int) {
   });
 }
 
+// ---- ScatterND, ScatterElements: a copy of data with some elements replaced (or added/multiplied) ----
+
+enum class Reduction { kNone, kAdd, kMul };
+
+StatusOr<Reduction> ReadReduction(const Node& node) {
+  ASSIGN_OR_RETURN(std::string reduction, node.String("reduction", "none"));
+  if (reduction == "none") return Reduction::kNone;
+  if (reduction == "add") return Reduction::kAdd;
+  if (reduction == "mul") return Reduction::kMul;
+  return Status::Unimplemented(node.Describe() + ": reduction '" + reduction + "' is not supported");
+}
+
+template <typename T>
+void Combine(T* target, T value, Reduction reduction) {
+  if (reduction == Reduction::kAdd) *target = static_cast<T>(*target + value);
+  else if (reduction == Reduction::kMul) *target = static_cast<T>(*target * value);
+  else *target = value;
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeScatterND(const Node& node, int) {
+  ASSIGN_OR_RETURN(Reduction reduction, ReadReduction(node));
+  return MakeKernel([reduction](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 3, "ScatterND"));
+    const Tensor &data = *in[0], &updates = *in[2];
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices, ReadInts(*in[1], "ScatterND indices"));
+    const Shape& index_shape = in[1]->shape;
+    if (index_shape.empty()) return Status::InvalidArgument("ScatterND: indices must have rank >= 1");
+    const size_t k = static_cast<size_t>(index_shape.back());
+    if (k > data.shape.size()) return Status::InvalidArgument("ScatterND: index tuples longer than the data rank");
+    int64_t slice = 1;
+    for (size_t d = k; d < data.shape.size(); ++d) slice *= data.shape[d];
+    const int64_t tuples = k == 0 ? ElementsOf(*in[1]) : static_cast<int64_t>(indices.size() / k);
+    if (updates.dtype != data.dtype || ElementsOf(updates) != tuples * slice) {
+      return Status::InvalidArgument("ScatterND: updates do not match indices and data");
+    }
+    std::vector<int64_t> strides = ContiguousStrides(data.shape);
+    return DispatchAny(data.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], data.dtype, data.shape));
+      std::copy_n(ValuesOf<T>(data), ElementsOf(data), dst);
+      const T* src = ValuesOf<T>(updates);
+      for (int64_t t = 0; t < tuples; ++t) {
+        int64_t offset = 0;
+        for (size_t d = 0; d < k; ++d) {
+          int64_t index = indices[t * k + d];
+          if (index < 0) index += data.shape[d];
+          if (index < 0 || index >= data.shape[d]) return Status::InvalidArgument("ScatterND: index out of range");
+          offset += index * strides[d];
+        }
+        for (int64_t i = 0; i < slice; ++i) Combine(dst + offset + i, src[t * slice + i], reduction);
+      }
+      return Status::Ok();
+    });
+  });
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeScatterElements(const Node& node, int) {
+  ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
+  ASSIGN_OR_RETURN(Reduction reduction, ReadReduction(node));
+  return MakeKernel([axis_attribute, reduction](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(Need(in, 3, "ScatterElements"));
+    const Tensor &data = *in[0], &updates = *in[2];
+    const int64_t rank = static_cast<int64_t>(data.shape.size());
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "ScatterElements"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices, ReadInts(*in[1], "ScatterElements indices"));
+    const Shape& shape = in[1]->shape;
+    if (updates.shape != shape || updates.dtype != data.dtype || static_cast<int64_t>(shape.size()) != rank) {
+      return Status::InvalidArgument("ScatterElements: indices, updates and data do not match");
+    }
+    std::vector<int64_t> strides = ContiguousStrides(data.shape);
+    std::vector<int64_t> walk = strides;
+    walk[axis] = 0;  // the position along `axis` comes from indices
+    return DispatchAny(data.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], data.dtype, data.shape));
+      std::copy_n(ValuesOf<T>(data), ElementsOf(data), dst);
+      const T* src = ValuesOf<T>(updates);
+      const int64_t dim = data.shape[axis];
+      int64_t i = 0;
+      Status status;
+      ForEachIndex<1>(shape, std::array<std::vector<int64_t>, 1>{walk}, [&](const std::array<int64_t, 1>& at) {
+        int64_t index = indices[i];
+        if (index < 0) index += dim;
+        if (index < 0 || index >= dim) {
+          status = Status::InvalidArgument("ScatterElements: index out of range");
+        } else {
+          Combine(dst + at[0] + index * strides[axis], src[i], reduction);
+        }
+        ++i;
+      });
+      return status;
+    });
+  });
+}
+
 // ---- Range, Pad, DepthToSpace, SpaceToDepth ----
 
 StatusOr<std::unique_ptr<Kernel>> MakeRange(const Node&, int) {
@@ -660,6 +762,8 @@ void RegisterShapeKernels(KernelRegistry* r) {
   r->Register("Gather", 1, MakeGather);
   r->Register("GatherElements", 11, MakeGatherElements);
   r->Register("Range", 11, MakeRange);
+  r->Register("ScatterND", 11, MakeScatterND);
+  r->Register("ScatterElements", 11, MakeScatterElements);
   r->Register("Pad", 2, MakePad);
   r->Register("DepthToSpace", 1, [](const Node& n, int) { return MakeDepthSpace(n, true); });
   r->Register("SpaceToDepth", 1, [](const Node& n, int) { return MakeDepthSpace(n, false); });

@@ -264,6 +264,9 @@ struct MatmulPlan {
   bool usable = false;
   std::string implementation;
   FusedPostOps post_ops;
+  // oneDNN would run the fused post-ops only on its reference path (a residual broadcast along the
+  // batch dims): the matmul runs without them and ApplyPostOps adds them after.
+  bool post_ops_after = false;
   Shape out_shape;
   dnnl::memory::desc a_desc, b_desc, bias_desc, dst_desc;
   dnnl::matmul primitive;
@@ -303,6 +306,7 @@ class DnnlMatMul final : public Kernel {
       AddResidualArgument(plan.post_ops, residual, &args);
       plan.primitive.execute(ThreadStream(), args);
       ThreadStream().wait();
+      if (plan.post_ops_after) return ApplyPostOps(post_ops_, residual, &out[0]);
       return Status::Ok();
     });
   }
@@ -326,8 +330,13 @@ class DnnlMatMul final : public Kernel {
     plan->b_desc = PlainDesc(ToDims(b));
     plan->dst_desc = PlainDesc(ToDims(out));
     if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc),
-                                    plan->post_ops.attr, Engine());
+    dnnl::matmul::desc desc(plan->a_desc, plan->b_desc, plan->dst_desc);
+    dnnl::matmul::primitive_desc pd(desc, plan->post_ops.attr, Engine());
+    if (!post_ops_.empty() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+      plan->post_ops = FusedPostOps();
+      plan->post_ops_after = true;
+      pd = dnnl::matmul::primitive_desc(desc, Engine());
+    }
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::matmul(pd);
     plan->usable = true;
