@@ -7,43 +7,12 @@
 
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/session.h"
+#include "runtime_test_util.h"
 
 namespace inferd::runtime {
 namespace {
 
-Tensor Random(const Shape& shape, uint32_t seed) {
-  Tensor t;
-  float* data = AllocateOutputAs<float>(&t, DataType::kFp32, shape).value();
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (int64_t i = 0; i < ElementsOf(t); ++i) data[i] = dist(rng);
-  return t;
-}
-
-Attribute Ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute Int(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-Attribute Float(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute String(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(v);
-  return a;
-}
+using namespace testing_util;
 
 // A graph of one node whose inputs are all graph inputs.
 Graph OneNode(const std::string& op, size_t input_count, std::map<std::string, Attribute, std::less<>> attributes) {

@@ -7,18 +7,12 @@
 
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/session.h"
+#include "runtime_test_util.h"
 
 namespace inferd::runtime {
 namespace {
 
-Tensor Random(const Shape& shape, uint32_t seed, float low = -1, float high = 1) {
-  Tensor t;
-  float* data = AllocateOutputAs<float>(&t, DataType::kFp32, shape).value();
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(low, high);
-  for (int64_t i = 0; i < ElementsOf(t); ++i) data[i] = dist(rng);
-  return t;
-}
+using namespace testing_util;
 
 // Builds graphs by value name.
 class GraphBuilder {
@@ -56,13 +50,6 @@ class GraphBuilder {
  private:
   Graph graph_;
 };
-
-Attribute Ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
 
 // Runs the graph unoptimized on the reference kernels and optimized on the fast ones.
 std::unique_ptr<Session> ExpectSameOutputs(const Graph& graph, const std::vector<Tensor>& inputs) {
@@ -163,16 +150,13 @@ TEST(PassesTest, GemmIdentityClipFusesAcrossTheIdentity) {
   Tensor lo, hi;
   *AllocateOutputAs<float>(&lo, DataType::kFp32, {}).value() = -0.2f;
   *AllocateOutputAs<float>(&hi, DataType::kFp32, {}).value() = 0.3f;
-  Attribute trans_b;
-  trans_b.kind = Attribute::Kind::kInt;
-  trans_b.i = 1;
   Graph g = GraphBuilder()
                 .Input("x")
                 .Constant("w", Random({5, 8}, 1))
                 .Constant("c", Random({5}, 2))
                 .Constant("lo", lo)
                 .Constant("hi", hi)
-                .Op("Gemm", {"x", "w", "c"}, {"g"}, {{"transB", trans_b}})
+                .Op("Gemm", {"x", "w", "c"}, {"g"}, {{"transB", Int(1)}})
                 .Op("Identity", {"g"}, {"i"})
                 .Op("Clip", {"i", "lo", "hi"}, {"y"})
                 .Output("y")

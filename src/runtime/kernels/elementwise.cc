@@ -18,14 +18,7 @@ namespace {
 using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
-Status NeedInputs(Inputs inputs, size_t count, std::string_view op) {
-  for (size_t i = 0; i < count; ++i) {
-    if (i >= inputs.size() || inputs[i] == nullptr) {
-      return Status::InvalidArgument(std::string(op) + " needs input " + std::to_string(i));
-    }
-  }
-  return Status::Ok();
-}
+Status NeedInputs(Inputs inputs, size_t count, std::string_view op) { return RequireInputs(inputs, count, op); }
 
 // ---- unary ----
 

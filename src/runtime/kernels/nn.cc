@@ -14,14 +14,8 @@ namespace {
 using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
-const Tensor* Input(Inputs in, size_t i) { return i < in.size() ? in[i] : nullptr; }
-
-Status Need(Inputs in, size_t count, std::string_view op) {
-  for (size_t i = 0; i < count; ++i) {
-    if (Input(in, i) == nullptr) return Status::InvalidArgument(std::string(op) + " needs input " + std::to_string(i));
-  }
-  return Status::Ok();
-}
+const Tensor* Input(Inputs in, size_t i) { return InputAt(in, i); }
+Status Need(Inputs in, size_t count, std::string_view op) { return RequireInputs(in, count, op); }
 
 Status NeedFloat(const Tensor& t, std::string_view op) {
   if (t.dtype != DataType::kFp32) {

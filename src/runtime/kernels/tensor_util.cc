@@ -63,6 +63,13 @@ std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out_shape
   return strides;
 }
 
+Status RequireInputs(std::span<const Tensor* const> inputs, size_t count, std::string_view op) {
+  for (size_t i = 0; i < count; ++i) {
+    if (InputAt(inputs, i) == nullptr) return Status::InvalidArgument(std::string(op) + " needs input " + std::to_string(i));
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<int64_t>> ReadInts(const Tensor& tensor, std::string_view what) {
   const int64_t n = ElementsOf(tensor);
   std::vector<int64_t> values(static_cast<size_t>(n));

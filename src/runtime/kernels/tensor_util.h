@@ -127,6 +127,13 @@ void ForEachIndex(const Shape& shape, const std::array<std::vector<int64_t>, N>&
   }
 }
 
+// Kernel inputs: nullptr where an optional input is absent or beyond the node's inputs.
+inline const Tensor* InputAt(std::span<const Tensor* const> inputs, size_t i) {
+  return i < inputs.size() ? inputs[i] : nullptr;
+}
+// An error naming `op` unless the first `count` inputs are present.
+Status RequireInputs(std::span<const Tensor* const> inputs, size_t count, std::string_view op);
+
 // Reads a 1-D int64 or int32 tensor (shapes, axes, pads...).
 StatusOr<std::vector<int64_t>> ReadInts(const Tensor& tensor, std::string_view what);
 // A negative axis counts from the end; error when out of [-rank, rank).

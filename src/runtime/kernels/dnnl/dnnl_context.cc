@@ -20,4 +20,9 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+KernelFactory FactoryBefore(const KernelRegistry& registry, std::string_view op) {
+  const KernelFactory* factory = registry.Find(op, "", 17);
+  return factory ? *factory : KernelFactory();
+}
+
 }  // namespace inferd::runtime::dnnl_kernels

@@ -6,6 +6,7 @@
 
 #include "common/status.h"
 #include "common/tensor.h"
+#include "runtime/kernels/kernel.h"
 
 namespace inferd::runtime::dnnl_kernels {
 
@@ -18,6 +19,11 @@ dnnl::stream& ThreadStream();
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims);
 dnnl::memory::dims ToDims(const Shape& shape);
 
+// Wraps a tensor's buffer. oneDNN takes a non-const handle but never writes through a source.
+inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
+  return dnnl::memory(desc, Engine(), const_cast<void*>(data));
+}
+
 // Runs fn, turning a dnnl::error (or any std::exception) into an Internal status.
 template <typename Fn>
 Status Guarded(const char* what, Fn&& fn) {
@@ -29,5 +35,9 @@ Status Guarded(const char* what, Fn&& fn) {
     return Status::Internal(std::string(what) + ": " + e.what());
   }
 }
+
+// The factory registered for `op` so far (the reference kernel), which a oneDNN kernel registered
+// over it keeps as its fallback.
+KernelFactory FactoryBefore(const KernelRegistry& registry, std::string_view op);
 
 }  // namespace inferd::runtime::dnnl_kernels

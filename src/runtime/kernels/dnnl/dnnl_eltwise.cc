@@ -13,9 +13,6 @@ using namespace dnnl_kernels;
 using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
-dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
-  return dnnl::memory(desc, Engine(), const_cast<void*>(data));  // oneDNN never writes a source
-}
 
 class DnnlUnary final : public Kernel {
  public:
@@ -139,16 +136,12 @@ const UnaryOp kUnaryOps[] = {
     {"Reciprocal", dnnl::algorithm::eltwise_pow, nullptr, 1.0f, -1.0f},
 };
 
-KernelFactory ReferenceFor(const KernelRegistry& registry, std::string_view op) {
-  const KernelFactory* factory = registry.Find(op, "", 17);
-  return factory ? *factory : KernelFactory();
-}
 
 }  // namespace
 
 void RegisterDnnlEltwiseKernels(KernelRegistry* r) {
   for (const UnaryOp& unary : kUnaryOps) {
-    KernelFactory reference = ReferenceFor(*r, unary.op);
+    KernelFactory reference = FactoryBefore(*r, unary.op);
     if (!reference) continue;
     int since = 1;
     if (std::string_view(unary.op) == "HardSwish") since = 14;
@@ -163,7 +156,7 @@ void RegisterDnnlEltwiseKernels(KernelRegistry* r) {
   }
   for (bool log : {false, true}) {
     const char* op = log ? "LogSoftmax" : "Softmax";
-    KernelFactory reference = ReferenceFor(*r, op);
+    KernelFactory reference = FactoryBefore(*r, op);
     r->Register(op, 1, [log, reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
       ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
       const bool coerce = opset < 13;

@@ -22,10 +22,6 @@ using tag = dnnl::memory::format_tag;
 
 const Tensor* Input(Inputs in, size_t i) { return i < in.size() ? in[i] : nullptr; }
 
-dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
-  // oneDNN takes a non-const handle but never writes through a source argument.
-  return dnnl::memory(desc, Engine(), const_cast<void*>(data));
-}
 
 // ---- post-ops (fused Add and activations) ----
 
@@ -440,16 +436,11 @@ class DnnlGemm final : public Kernel {
   std::string last_;
 };
 
-// Wraps the reference factory registered for `op` so that the fast kernel can fall back to it.
-KernelFactory ReferenceFor(const KernelRegistry& registry, std::string_view op) {
-  const KernelFactory* factory = registry.Find(op, "", 17);
-  return factory ? *factory : KernelFactory();
-}
 
 }  // namespace
 
 void RegisterDnnlKernels(KernelRegistry* r) {
-  KernelFactory conv_reference = ReferenceFor(*r, "Conv");
+  KernelFactory conv_reference = FactoryBefore(*r, "Conv");
   r->Register("Conv", 1, [conv_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, conv_reference(node, opset));
     ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
@@ -458,13 +449,13 @@ void RegisterDnnlKernels(KernelRegistry* r) {
     return std::unique_ptr<Kernel>(
         std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops), std::move(fallback)));
   });
-  KernelFactory matmul_reference = ReferenceFor(*r, "MatMul");
+  KernelFactory matmul_reference = FactoryBefore(*r, "MatMul");
   r->Register("MatMul", 1, [matmul_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, matmul_reference(node, opset));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
     return std::unique_ptr<Kernel>(std::make_unique<DnnlMatMul>(std::move(post_ops), std::move(fallback)));
   });
-  KernelFactory gemm_reference = ReferenceFor(*r, "Gemm");
+  KernelFactory gemm_reference = FactoryBefore(*r, "Gemm");
   r->Register("Gemm", 6, [gemm_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, gemm_reference(node, opset));
     ASSIGN_OR_RETURN(float alpha, node.Float("alpha", 1.0f));
