@@ -73,6 +73,7 @@ Status RequireInputs(std::span<const Tensor* const> inputs, size_t count, std::s
 StatusOr<std::vector<int64_t>> ReadInts(const Tensor& tensor, std::string_view what) {
   const int64_t n = ElementsOf(tensor);
   std::vector<int64_t> values(static_cast<size_t>(n));
+  if (n == 0) return values;  // an empty tensor may have no buffer at all
   if (tensor.dtype == DataType::kInt64) {
     std::memcpy(values.data(), tensor.data.get(), static_cast<size_t>(n) * sizeof(int64_t));
   } else if (tensor.dtype == DataType::kInt32) {
