@@ -76,9 +76,9 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
-// I/O is cheap next to inference: a request costs an I/O thread tens of microseconds. More I/O
-// threads than that needs only add context switches; on 2 cores a second one cut req/s at
-// concurrency 8 by a quarter (docs/BENCHMARKS.md).
+// I/O is cheap next to inference: a request costs an I/O thread tens of microseconds, so a large
+// machine needs few I/O threads. (On 2 cores, one I/O thread instead of the default two helped at
+// concurrency 8 and hurt at 64: docs/BENCHMARKS.md.)
 int DefaultHttpThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 4)); }
 
 }  // namespace

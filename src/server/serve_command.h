@@ -18,7 +18,7 @@ struct ServeFlags {
   std::string http_address = "0.0.0.0";
   uint16_t http_port = 8000;
   uint16_t metrics_port = 8002;
-  int http_threads = 0;  // 0: one per four cores, at least one
+  int http_threads = 2;  // 0: one per four cores, at least one
   int threads = 0;  // 0: every core
   uint64_t http_max_body_bytes = 64ull << 20;
   int exit_timeout_secs = 30;
