@@ -14,8 +14,6 @@ namespace {
 using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
-const Tensor* Input(Inputs in, size_t i) { return InputAt(in, i); }
-Status Need(Inputs in, size_t count, std::string_view op) { return RequireInputs(in, count, op); }
 
 Status NeedFloat(const Tensor& t, std::string_view op) {
   if (t.dtype != DataType::kFp32) {
@@ -41,7 +39,7 @@ void MatrixMultiply(const T* a, int64_t a_row, int64_t a_col, const T* b, int64_
 
 StatusOr<std::unique_ptr<Kernel>> MakeMatMul(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "MatMul"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "MatMul"));
     if (in[0]->dtype != in[1]->dtype) return Status::InvalidArgument("MatMul: input types differ");
     Shape a = in[0]->shape, b = in[1]->shape;
     if (a.empty() || b.empty()) return Status::InvalidArgument("MatMul: scalar inputs");
@@ -81,7 +79,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeGemm(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t trans_a, node.Int("transA", 0));
   ASSIGN_OR_RETURN(int64_t trans_b, node.Int("transB", 0));
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "Gemm"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Gemm"));
     const Tensor &a = *in[0], &b = *in[1];
     if (a.shape.size() != 2 || b.shape.size() != 2) return Status::InvalidArgument("Gemm needs 2-D A and B");
     const int64_t m = trans_a ? a.shape[1] : a.shape[0], k = trans_a ? a.shape[0] : a.shape[1];
@@ -93,7 +91,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeGemm(const Node& node, int) {
       MatrixMultiply(ValuesOf<T>(a), trans_a ? 1 : k, trans_a ? m : 1, ValuesOf<T>(b), trans_b ? 1 : n,
                      trans_b ? k : 1, dst, m, n, k);
       for (int64_t i = 0; i < m * n; ++i) dst[i] *= static_cast<T>(alpha);
-      if (const Tensor* c = Input(in, 2); c != nullptr && beta != 0) {
+      if (const Tensor* c = InputAt(in, 2); c != nullptr && beta != 0) {
         ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(c->shape, {m, n}));
         if (shape != Shape{m, n}) return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
         const T* cv = ValuesOf<T>(*c);
@@ -160,7 +158,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeConv(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
   if (group <= 0) return Status::InvalidArgument(node.Describe() + ": group must be positive");
   return MakeKernel([window, group](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "Conv"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Conv"));
     const Tensor &x = *in[0], &weight = *in[1];
     RETURN_IF_ERROR(NeedFloat(x, "Conv"));
     if (x.shape.size() < 3 || weight.shape.size() != x.shape.size()) return Status::InvalidArgument("Conv: bad ranks");
@@ -177,7 +175,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeConv(const Node& node, int) {
     ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
     const float* src = ValuesOf<float>(x);
     const float* weights = ValuesOf<float>(weight);
-    const float* bias = Input(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
+    const float* bias = InputAt(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
     const auto table = TapTable(w, in_spatial, out_spatial);
     const std::vector<int64_t> in_strides = ContiguousStrides(in_spatial);
     const int64_t in_size = Product(in_spatial), out_size = Product(out_spatial), taps = Product(w.kernel);
@@ -213,7 +211,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeConvTranspose(const Node& node, int) {
   ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, node.Ints("output_shape"));
   if (group <= 0) return Status::InvalidArgument(node.Describe() + ": group must be positive");
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "ConvTranspose"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "ConvTranspose"));
     const Tensor &x = *in[0], &weight = *in[1];
     RETURN_IF_ERROR(NeedFloat(x, "ConvTranspose"));
     if (x.shape.size() < 3 || weight.shape.size() != x.shape.size()) return Status::InvalidArgument("ConvTranspose: bad ranks");
@@ -252,7 +250,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeConvTranspose(const Node& node, int) {
     shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
     ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
     const int64_t out_size = Product(out_spatial), in_size = Product(in_spatial), taps = Product(w.kernel);
-    const float* bias = Input(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
+    const float* bias = InputAt(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
     for (int64_t n = 0; n < batch; ++n) {
       for (int64_t f = 0; f < filters; ++f) std::fill_n(dst + (n * filters + f) * out_size, out_size, bias ? bias[f] : 0.0f);
     }
@@ -297,7 +295,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
   ASSIGN_OR_RETURN(int64_t storage_order, node.Int("storage_order", 0));
   if (window.kernel.empty()) return Status::InvalidArgument(node.Describe() + ": kernel_shape is required");
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "pooling"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "pooling"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "pooling"));
     if (x.shape.size() < 3) return Status::InvalidArgument("pooling needs N, C and spatial dims");
@@ -367,7 +365,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
 
 StatusOr<std::unique_ptr<Kernel>> MakeGlobalPool(bool is_max) {
   return MakeKernel([is_max](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "global pooling"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "global pooling"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "global pooling"));
     if (x.shape.size() < 3) return Status::InvalidArgument("global pooling needs spatial dims");
@@ -395,7 +393,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeBatchNorm(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t spatial, node.Int("spatial", 1));  // opsets 6-8
   if (!spatial) return Status::Unimplemented(node.Describe() + ": spatial=0 is not supported");
   return MakeKernel([epsilon](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 5, "BatchNormalization"));
+    RETURN_IF_ERROR(RequireInputs(in, 5, "BatchNormalization"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "BatchNormalization"));
     if (x.shape.size() < 2) return Status::InvalidArgument("BatchNormalization needs N and C dims");
@@ -419,7 +417,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeBatchNorm(const Node& node, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeInstanceNorm(const Node& node, int) {
   ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
   return MakeKernel([epsilon](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 3, "InstanceNormalization"));
+    RETURN_IF_ERROR(RequireInputs(in, 3, "InstanceNormalization"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "InstanceNormalization"));
     ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
@@ -443,7 +441,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeLayerNorm(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", -1));
   ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
   return MakeKernel([axis_attribute, epsilon](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "LayerNormalization"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "LayerNormalization"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "LayerNormalization"));
     const int64_t rank = static_cast<int64_t>(x.shape.size());
@@ -475,7 +473,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeLayerNorm(const Node& node, int) {
     };
     std::vector<float> scale, bias;
     RETURN_IF_ERROR(expand(in[1], &scale));
-    RETURN_IF_ERROR(expand(Input(in, 2), &bias));
+    RETURN_IF_ERROR(expand(InputAt(in, 2), &bias));
     const float* src = ValuesOf<float>(x);
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = src + r * size;
@@ -499,7 +497,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeLrn(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t size, node.Int("size", 0));
   if (size <= 0) return Status::InvalidArgument(node.Describe() + ": size must be positive");
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "LRN"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "LRN"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "LRN"));
     ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
@@ -533,7 +531,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeSoftmax(const Node& node, int opset, Softm
   const bool coerce = opset < 13;
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", coerce ? 1 : -1));
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Softmax"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Softmax"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "Softmax"));
     const int64_t rank = static_cast<int64_t>(x.shape.size());

@@ -14,8 +14,6 @@ namespace {
 using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
-const Tensor* Input(Inputs in, size_t i) { return InputAt(in, i); }
-Status Need(Inputs in, size_t count, std::string_view op) { return RequireInputs(in, count, op); }
 
 // Element moves only care about the element size.
 template <typename Fn>
@@ -51,7 +49,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeShape(const Node& node, int) {
   const bool has_end = node.Has("end");
   ASSIGN_OR_RETURN(int64_t end, node.Int("end", 0));
   return MakeKernel([start, end, has_end](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Shape"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Shape"));
     const int64_t rank = static_cast<int64_t>(in[0]->shape.size());
     auto clamp = [rank](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
     const int64_t from = clamp(start);
@@ -65,7 +63,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeShape(const Node& node, int) {
 
 StatusOr<std::unique_ptr<Kernel>> MakeSize(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Size"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Size"));
     ASSIGN_OR_RETURN(int64_t * dst, AllocateOutputAs<int64_t>(&out[0], DataType::kInt64, {}));
     *dst = ElementsOf(*in[0]);
     return Status::Ok();
@@ -74,7 +72,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeSize(const Node&, int) {
 
 StatusOr<std::unique_ptr<Kernel>> MakeIdentity(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Identity"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Identity"));
     out[0] = *in[0];
     return Status::Ok();
   });
@@ -83,10 +81,10 @@ StatusOr<std::unique_ptr<Kernel>> MakeIdentity(const Node&, int) {
 // Inference mode: the input passes through; the optional mask is all true.
 StatusOr<std::unique_ptr<Kernel>> MakeDropout(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Dropout"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Dropout"));
     // Training mode drops nothing when the ratio is 0 (PyTorch exports attention dropout so).
-    const Tensor* training = Input(in, 2);
-    const Tensor* ratio = Input(in, 1);
+    const Tensor* training = InputAt(in, 2);
+    const Tensor* ratio = InputAt(in, 1);
     if (training != nullptr && ElementsOf(*training) > 0 && ValuesOf<bool>(*training)[0]) {
       double drop = 0.5;  // the default ratio
       if (ratio != nullptr) {
@@ -144,7 +142,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeConstantOfShape(const Node& node, int) {
     *v = 0;
   }
   return MakeKernel([value](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "ConstantOfShape"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "ConstantOfShape"));
     ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*in[0], "ConstantOfShape shape"));
     ASSIGN_OR_RETURN(uint8_t * raw, AllocateOutput(&out[0], value.dtype, shape));
     const size_t size = DataTypeSize(value.dtype);
@@ -158,7 +156,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeConstantOfShape(const Node& node, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeReshape(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t allowzero, node.Int("allowzero", 0));
   return MakeKernel([allowzero](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "Reshape"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Reshape"));
     ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadInts(*in[1], "Reshape shape"));
     int64_t known = 1;
     int inferred = -1;
@@ -191,7 +189,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeReshape(const Node& node, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeFlatten(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t axis, node.Int("axis", 1));
   return MakeKernel([axis](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Flatten"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Flatten"));
     const int64_t rank = static_cast<int64_t>(in[0]->shape.size());
     int64_t a = axis < 0 ? axis + rank : axis;
     if (a < 0 || a > rank) return Status::InvalidArgument("Flatten: axis out of range");
@@ -207,9 +205,9 @@ StatusOr<std::unique_ptr<Kernel>> MakeFlatten(const Node& node, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeSqueeze(const Node& node, int opset) {
   ASSIGN_OR_RETURN(std::vector<int64_t> attribute_axes, node.Ints("axes"));
   return MakeKernel([opset, attribute_axes](Inputs in, Outputs out) mutable -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Squeeze"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Squeeze"));
     std::vector<int64_t> axes = attribute_axes;
-    if (opset >= 13 && Input(in, 1) != nullptr) {
+    if (opset >= 13 && InputAt(in, 1) != nullptr) {
       ASSIGN_OR_RETURN(axes, ReadInts(*in[1], "Squeeze axes"));
     }
     const Shape& shape = in[0]->shape;
@@ -235,10 +233,10 @@ StatusOr<std::unique_ptr<Kernel>> MakeSqueeze(const Node& node, int opset) {
 StatusOr<std::unique_ptr<Kernel>> MakeUnsqueeze(const Node& node, int opset) {
   ASSIGN_OR_RETURN(std::vector<int64_t> attribute_axes, node.Ints("axes"));
   return MakeKernel([opset, attribute_axes](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Unsqueeze"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Unsqueeze"));
     std::vector<int64_t> axes = attribute_axes;
     if (opset >= 13) {
-      RETURN_IF_ERROR(Need(in, 2, "Unsqueeze"));
+      RETURN_IF_ERROR(RequireInputs(in, 2, "Unsqueeze"));
       ASSIGN_OR_RETURN(axes, ReadInts(*in[1], "Unsqueeze axes"));
     }
     const int64_t rank = static_cast<int64_t>(in[0]->shape.size() + axes.size());
@@ -261,7 +259,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeUnsqueeze(const Node& node, int opset) {
 StatusOr<std::unique_ptr<Kernel>> MakeTranspose(const Node& node, int) {
   ASSIGN_OR_RETURN(std::vector<int64_t> perm_attribute, node.Ints("perm"));
   return MakeKernel([perm_attribute](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Transpose"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Transpose"));
     const Shape& shape = in[0]->shape;
     std::vector<int64_t> perm = perm_attribute;
     if (perm.empty()) {
@@ -287,7 +285,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeTranspose(const Node& node, int) {
 
 StatusOr<std::unique_ptr<Kernel>> MakeExpand(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "Expand"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Expand"));
     ASSIGN_OR_RETURN(std::vector<int64_t> target, ReadInts(*in[1], "Expand shape"));
     ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(in[0]->shape, target));
     return GatherStrided(*in[0], 0, BroadcastStrides(in[0]->shape, shape), shape, &out[0]);
@@ -296,7 +294,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeExpand(const Node&, int) {
 
 StatusOr<std::unique_ptr<Kernel>> MakeTile(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "Tile"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Tile"));
     ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ReadInts(*in[1], "Tile repeats"));
     const Shape& shape = in[0]->shape;
     if (repeats.size() != shape.size()) return Status::InvalidArgument("Tile: repeats must have one entry per dim");
@@ -324,7 +322,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeTile(const Node&, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeConcat(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
   return MakeKernel([axis_attribute](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Concat"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Concat"));
     const Tensor& first = *in[0];
     const int64_t rank = static_cast<int64_t>(first.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "Concat"));
@@ -359,12 +357,12 @@ StatusOr<std::unique_ptr<Kernel>> MakeSplit(const Node& node, int opset) {
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
   ASSIGN_OR_RETURN(std::vector<int64_t> split_attribute, node.Ints("split"));
   return MakeKernel([axis_attribute, split_attribute, opset](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Split"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Split"));
     const Tensor& input = *in[0];
     const int64_t rank = static_cast<int64_t>(input.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "Split"));
     std::vector<int64_t> split = split_attribute;
-    if (opset >= 13 && Input(in, 1) != nullptr) {
+    if (opset >= 13 && InputAt(in, 1) != nullptr) {
       ASSIGN_OR_RETURN(split, ReadInts(*in[1], "Split split"));
     }
     const int64_t dim = input.shape[axis];
@@ -399,17 +397,17 @@ StatusOr<std::unique_ptr<Kernel>> MakeSlice(const Node& node, int opset) {
   ASSIGN_OR_RETURN(std::vector<int64_t> ends_attribute, node.Ints("ends"));
   ASSIGN_OR_RETURN(std::vector<int64_t> axes_attribute, node.Ints("axes"));
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Slice"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Slice"));
     std::vector<int64_t> starts = starts_attribute, ends = ends_attribute, axes = axes_attribute, steps;
     if (opset >= 10) {
-      RETURN_IF_ERROR(Need(in, 3, "Slice"));
+      RETURN_IF_ERROR(RequireInputs(in, 3, "Slice"));
       ASSIGN_OR_RETURN(starts, ReadInts(*in[1], "Slice starts"));
       ASSIGN_OR_RETURN(ends, ReadInts(*in[2], "Slice ends"));
       axes.clear();
-      if (Input(in, 3)) {
+      if (InputAt(in, 3)) {
         ASSIGN_OR_RETURN(axes, ReadInts(*in[3], "Slice axes"));
       }
-      if (Input(in, 4)) {
+      if (InputAt(in, 4)) {
         ASSIGN_OR_RETURN(steps, ReadInts(*in[4], "Slice steps"));
       }
     }
@@ -459,7 +457,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeSlice(const Node& node, int opset) {
 StatusOr<std::unique_ptr<Kernel>> MakeGather(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
   return MakeKernel([axis_attribute](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "Gather"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Gather"));
     const Tensor& data = *in[0];
     const int64_t rank = static_cast<int64_t>(data.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "Gather"));
@@ -490,7 +488,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeGather(const Node& node, int) {
 StatusOr<std::unique_ptr<Kernel>> MakeGatherElements(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
   return MakeKernel([axis_attribute](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 2, "GatherElements"));
+    RETURN_IF_ERROR(RequireInputs(in, 2, "GatherElements"));
     const Tensor& data = *in[0];
     const int64_t rank = static_cast<int64_t>(data.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "GatherElements"));
@@ -543,7 +541,7 @@ void Combine(T* target, T value, Reduction reduction) {
 StatusOr<std::unique_ptr<Kernel>> MakeScatterND(const Node& node, int) {
   ASSIGN_OR_RETURN(Reduction reduction, ReadReduction(node));
   return MakeKernel([reduction](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 3, "ScatterND"));
+    RETURN_IF_ERROR(RequireInputs(in, 3, "ScatterND"));
     const Tensor &data = *in[0], &updates = *in[2];
     ASSIGN_OR_RETURN(std::vector<int64_t> indices, ReadInts(*in[1], "ScatterND indices"));
     const Shape& index_shape = in[1]->shape;
@@ -581,7 +579,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeScatterElements(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
   ASSIGN_OR_RETURN(Reduction reduction, ReadReduction(node));
   return MakeKernel([axis_attribute, reduction](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 3, "ScatterElements"));
+    RETURN_IF_ERROR(RequireInputs(in, 3, "ScatterElements"));
     const Tensor &data = *in[0], &updates = *in[2];
     const int64_t rank = static_cast<int64_t>(data.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "ScatterElements"));
@@ -620,7 +618,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeScatterElements(const Node& node, int) {
 
 StatusOr<std::unique_ptr<Kernel>> MakeRange(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 3, "Range"));
+    RETURN_IF_ERROR(RequireInputs(in, 3, "Range"));
     return DispatchNumeric(in[0]->dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T start = ValuesOf<T>(*in[0])[0], limit = ValuesOf<T>(*in[1])[0], delta = ValuesOf<T>(*in[2])[0];
@@ -645,12 +643,12 @@ StatusOr<std::unique_ptr<Kernel>> MakePad(const Node& node, int opset) {
     return Status::Unimplemented(node.Describe() + ": Pad mode '" + mode + "' is not supported");
   }
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "Pad"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Pad"));
     const Tensor& data = *in[0];
     const int64_t rank = static_cast<int64_t>(data.shape.size());
     std::vector<int64_t> pads = pads_attribute;
     if (opset >= 11) {
-      RETURN_IF_ERROR(Need(in, 2, "Pad"));
+      RETURN_IF_ERROR(RequireInputs(in, 2, "Pad"));
       ASSIGN_OR_RETURN(pads, ReadInts(*in[1], "Pad pads"));
     }
     if (static_cast<int64_t>(pads.size()) != 2 * rank) {
@@ -665,7 +663,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePad(const Node& node, int opset) {
     return DispatchAny(data.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       T fill = static_cast<T>(value_attribute);
-      if (opset >= 11 && Input(in, 2) != nullptr && ElementsOf(*in[2]) > 0) fill = ValuesOf<T>(*in[2])[0];
+      if (opset >= 11 && InputAt(in, 2) != nullptr && ElementsOf(*in[2]) > 0) fill = ValuesOf<T>(*in[2])[0];
       ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], data.dtype, shape));
       const T* src = ValuesOf<T>(data);
       std::vector<int64_t> strides = ContiguousStrides(data.shape);
@@ -705,7 +703,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeDepthSpace(const Node& node, bool to_space
   ASSIGN_OR_RETURN(std::string mode, node.String("mode", "DCR"));
   if (block <= 0) return Status::InvalidArgument(node.Describe() + ": blocksize must be positive");
   return MakeKernel([block, mode, to_space](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(Need(in, 1, "DepthToSpace/SpaceToDepth"));
+    RETURN_IF_ERROR(RequireInputs(in, 1, "DepthToSpace/SpaceToDepth"));
     const Shape& s = in[0]->shape;
     if (s.size() != 4) return Status::InvalidArgument("DepthToSpace/SpaceToDepth needs NCHW input");
     const int64_t n = s[0], c = s[1], h = s[2], w = s[3];
