@@ -31,21 +31,6 @@ Status MapUnary(const Tensor& in, Tensor* out, Op op) {
   return Status::Ok();
 }
 
-// A float-only unary op: f(x) for float and double.
-template <typename Op>
-KernelFactory FloatUnary(Op op) {
-  return [op](const Node& node, int) -> StatusOr<std::unique_ptr<Kernel>> {
-    std::string name = node.op_type;
-    return MakeKernel([op, name](Inputs in, Outputs out) -> Status {
-      RETURN_IF_ERROR(NeedInputs(in, 1, name));
-      return DispatchFloat(in[0]->dtype, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return MapUnary<T>(*in[0], &out[0], [&](T x) { return static_cast<T>(op(static_cast<double>(x))); });
-      });
-    });
-  };
-}
-
 // A float op with attributes read at load: make(node) returns the scalar function or an error.
 template <typename Make>
 KernelFactory FloatUnaryWithAttributes(Make make) {
@@ -61,6 +46,12 @@ KernelFactory FloatUnaryWithAttributes(Make make) {
       });
     });
   };
+}
+
+// A float-only op without attributes, f(x) for float and double.
+template <typename Op>
+KernelFactory FloatUnary(Op op) {
+  return FloatUnaryWithAttributes([op](const Node&) { return StatusOr<Op>(op); });
 }
 
 // Abs, Neg, Sign, Relu also take integers.
