@@ -18,10 +18,13 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& mo
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOptions options) {
   std::unique_ptr<Session> session(new Session());
   session->graph_ = std::move(graph);
+  const KernelRegistry& registry = options.registry ? *options.registry : KernelRegistry::Default();
   if (options.optimize) {
-    ASSIGN_OR_RETURN(session->optimization_, Optimize(&session->graph_));
+    OptimizerOptions optimizer_options;
+    optimizer_options.onednn_kernels = &registry == &KernelRegistry::Default();
+    ASSIGN_OR_RETURN(session->optimization_, Optimize(&session->graph_, optimizer_options));
   }
-  RETURN_IF_ERROR(session->BuildKernels(options.registry ? *options.registry : KernelRegistry::Default()));
+  RETURN_IF_ERROR(session->BuildKernels(registry));
   return session;
 }
 

@@ -154,6 +154,58 @@ TEST(EltwiseTest, ActivationsAndSoftmaxRunOnOneDnnAndMatchReference) {
   }
 }
 
+TEST(PoolTest, OneDnnMatchesReference) {
+  struct Case {
+    const char* op;
+    Shape x;
+    std::map<std::string, Attribute, std::less<>> attributes;
+    bool expect_onednn;
+  };
+  const std::vector<Case> cases = {
+      {"MaxPool", {2, 3, 9, 9}, {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}}, true},
+      {"MaxPool", {1, 2, 8, 8}, {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"ceil_mode", Int(1)}}, true},
+      {"MaxPool", {1, 2, 8, 8}, {{"kernel_shape", Ints({2, 2})}, {"dilations", Ints({2, 2})}}, false},
+      {"AveragePool", {1, 3, 7, 7}, {{"kernel_shape", Ints({3, 3})}, {"pads", Ints({1, 1, 1, 1})}}, true},
+      {"AveragePool", {1, 3, 7, 7}, {{"kernel_shape", Ints({3, 3})}, {"pads", Ints({1, 1, 1, 1})}, {"count_include_pad", Int(1)}}, true},
+      // Ceil mode adds padding the model did not ask for, which an average counting pads must not count.
+      {"AveragePool", {1, 2, 8, 8}, {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"ceil_mode", Int(1)}, {"count_include_pad", Int(1)}}, false},
+      {"AveragePool", {1, 2, 8, 8}, {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"ceil_mode", Int(1)}}, true},
+      {"AveragePool", {2, 3, 10}, {{"kernel_shape", Ints({4})}, {"strides", Ints({2})}}, true},
+      {"GlobalAveragePool", {2, 5, 6, 7}, {}, true},
+      {"GlobalMaxPool", {2, 5, 6, 7}, {}, true},
+      {"GlobalAveragePool", {1, 3, 2, 3, 4}, {}, true},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> inputs{Random(c.x, 13)};
+    Comparison result = ExpectSameAsReference(OneNode(c.op, 1, c.attributes), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn) << c.op << ": " << result.implementation;
+  }
+}
+
+TEST(BinaryTest, OneDnnMatchesReferenceAndBroadcasts) {
+  struct Case {
+    const char* op;
+    Shape a, b;
+    bool expect_onednn;
+  };
+  const std::vector<Case> cases = {
+      {"Add", {2, 3, 4}, {2, 3, 4}, true},
+      {"Mul", {2, 8, 5, 5}, {2, 8, 1, 1}, true},
+      {"Mul", {8, 1, 1}, {2, 8, 5, 5}, true},  // commutative: the operands swap
+      {"Sub", {4, 5}, {5}, true},
+      {"Div", {3, 1}, {3, 4}, false},  // not commutative and the first input broadcasts
+      {"Max", {2, 3}, {}, true},
+      {"Min", {1, 3}, {2, 1}, false},  // both broadcast
+      {"Add", {}, {}, true},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> inputs{Random(c.a, 14), Random(c.b, 15, 0.5, 2)};
+    Comparison result = ExpectSameAsReference(OneNode(c.op, 2, {}), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn)
+        << c.op << " " << ShapeToString(c.a) << " " << ShapeToString(c.b) << ": " << result.implementation;
+  }
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

@@ -218,5 +218,152 @@ TEST(PassesTest, ResidualComputedAfterTheOpIsNotFused) {
   EXPECT_EQ(Count(*session, "Add"), 1);
 }
 
+TEST(PassesTest, SigmoidTimesInputBecomesSwishFusedIntoTheConv) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({5, 3, 3, 3}, 1))
+                .Op("Conv", {"x", "w"}, {"c"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Sigmoid", {"c"}, {"s"})
+                .Op("Mul", {"s", "c"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({2, 3, 6, 6}, 2, -4, 4)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->graph().nodes.size(), 1u);
+  EXPECT_EQ(PostOpsOf(*session, "Conv"), std::vector<std::string>{"Swish"});
+}
+
+TEST(PassesTest, HardSigmoidGateBecomesHardSwishAndAGateAloneFusesIntoTheConv) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({4, 4, 1, 1}, 1))
+                .Op("HardSigmoid", {"x"}, {"gate"}, {{"alpha", Float(1.0f / 6)}, {"beta", Float(0.5f)}})
+                .Op("Mul", {"x", "gate"}, {"hs"})
+                .Op("Conv", {"hs", "w"}, {"c"})
+                .Op("HardSigmoid", {"c"}, {"y"}, {{"alpha", Float(0.3f)}, {"beta", Float(0.4f)}})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({1, 4, 5, 5}, 2, -5, 5)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "HardSwish"), 1);
+  EXPECT_EQ(Count(*session, "Mul"), 0);
+  EXPECT_EQ(PostOpsOf(*session, "Conv"), std::vector<std::string>{"HardSigmoid"});
+}
+
+TEST(PassesTest, SwishWithoutAConvRunsOnOneDnn) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Op("Relu", {"x"}, {"r"})
+                .Op("Sigmoid", {"r"}, {"s"})
+                .Op("Mul", {"r", "s"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({2, 3, 7}, 2, -6, 6)});
+  ASSERT_TRUE(session);
+  ASSERT_EQ(session->graph().nodes.size(), 2u);
+  EXPECT_EQ(session->graph().nodes[1].op_type, "Swish");
+  EXPECT_EQ(session->kernel(1).Implementation().rfind("onednn:", 0), 0u) << session->kernel(1).Implementation();
+}
+
+TEST(PassesTest, SigmoidWithAnotherReaderStaysASigmoid) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Op("Sigmoid", {"x"}, {"s"})
+                .Op("Mul", {"x", "s"}, {"m"})
+                .Op("Add", {"m", "s"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({2, 3}, 2)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Sigmoid"), 1);
+  EXPECT_EQ(Count(*session, "Swish"), 0);
+}
+
+// A MobileNet-like network with channel counts that are not a multiple of the channel block (so
+// blocked tensors carry padding), batch 2: every op between the first Conv and the Flatten keeps
+// the blocked layout, and one reorder brings the result back to plain.
+TEST(PassesTest, BlockedLayoutsPropagateThroughAChainAndGiveTheSameOutputs) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w_stem", Random({12, 3, 3, 3}, 1))
+                .Constant("b_stem", Random({12}, 2))
+                .Constant("w_dw", Random({12, 1, 3, 3}, 3))
+                .Constant("w_se1", Random({4, 12, 1, 1}, 4))
+                .Constant("w_se2", Random({12, 4, 1, 1}, 5))
+                .Constant("w_pw", Random({12, 12, 1, 1}, 6))
+                .Constant("scale", Random({12, 1, 1}, 7))
+                .Constant("w_fc", Random({5, 12}, 8))
+                .Op("Conv", {"x", "w_stem", "b_stem"}, {"stem"}, {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}})
+                .Op("HardSwish", {"stem"}, {"a0"})
+                .Op("Conv", {"a0", "w_dw"}, {"dw"}, {{"pads", Ints({1, 1, 1, 1})}, {"group", Int(12)}})
+                .Op("Relu", {"dw"}, {"a1"})
+                .Op("GlobalAveragePool", {"a1"}, {"squeeze"})
+                .Op("Conv", {"squeeze", "w_se1"}, {"se1"})
+                .Op("Relu", {"se1"}, {"se1r"})
+                .Op("Conv", {"se1r", "w_se2"}, {"se2"})
+                .Op("HardSigmoid", {"se2"}, {"gate"}, {{"alpha", Float(1.0f / 6)}, {"beta", Float(0.5f)}})
+                .Op("Mul", {"a1", "gate"}, {"excited"})
+                .Op("Conv", {"excited", "w_pw"}, {"pw"})
+                .Op("Add", {"pw", "a0"}, {"res"})
+                .Op("MaxPool", {"res"}, {"pool"}, {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}})
+                .Op("Sigmoid", {"pool"}, {"sig"})  // standalone: its input is a pool, not a Conv
+                .Op("Mul", {"sig", "scale"}, {"scaled"})  // a constant operand
+                .Op("Add", {"scaled", "pool"}, {"both"})  // two blocked operands
+                .Op("GlobalAveragePool", {"both"}, {"gap"})
+                .Op("Flatten", {"gap"}, {"flat"})
+                .Op("Gemm", {"flat", "w_fc"}, {"y"}, {{"transB", Int(1)}})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({2, 3, 15, 15}, 9)});
+  ASSERT_TRUE(session);
+  int blocked_nodes = 0;
+  for (const Node& node : session->graph().nodes) blocked_nodes += node.Has("_blocked_outputs");
+  EXPECT_GE(blocked_nodes, 9);
+  EXPECT_EQ(Count(*session, "Reorder"), 1);  // before the Flatten
+  for (size_t n = 0; n < session->graph().nodes.size(); ++n) {
+    const Node& node = session->graph().nodes[n];
+    if (node.Has("_blocked_outputs")) {
+      EXPECT_EQ(session->kernel(n).Implementation().rfind("onednn:", 0), 0u)
+          << node.Describe() << " ran " << session->kernel(n).Implementation();
+    }
+  }
+}
+
+TEST(PassesTest, GraphOutputsInsideABlockedChainArePlain) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w1", Random({10, 3, 3, 3}, 1))
+                .Constant("w2", Random({10, 10, 3, 3}, 2))
+                .Op("Conv", {"x", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Conv", {"c1", "w2"}, {"c2"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Tanh", {"c2"}, {"t"})
+                .Op("Mul", {"c2", "c1"}, {"m"})  // c2 has two readers: nothing fuses into its Conv
+                .Op("AveragePool", {"m"}, {"y"}, {{"kernel_shape", Ints({2, 2})}})
+                .Output("c1")  // read by the next Conv too
+                .Output("t")
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({3, 3, 6, 6}, 9)});
+  ASSERT_TRUE(session);
+  EXPECT_FALSE(session->graph().nodes[0].Has("_blocked_outputs"));
+  EXPECT_TRUE(session->graph().nodes[1].Has("_blocked_outputs"));
+}
+
+TEST(PassesTest, ReferenceKernelsGetNoBlockedLayouts) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({4, 3, 3, 3}, 1))
+                .Op("Conv", {"x", "w"}, {"c"})
+                .Op("Relu", {"c"}, {"r"})
+                .Op("Flatten", {"r"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = Session::FromGraph(g, {.registry = &KernelRegistry::Reference()});
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_EQ(Count(**session, "Reorder"), 0);
+  std::vector<Tensor> inputs{Random({1, 3, 5, 5}, 2)}, out;
+  EXPECT_TRUE((*session)->Run(inputs, &out).ok());
+}
+
 }  // namespace
 }  // namespace inferd::runtime

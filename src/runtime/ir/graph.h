@@ -18,6 +18,10 @@
 namespace inferd::runtime {
 
 using ValueId = int32_t;
+
+// The domain of inferd's own ops, which only the optimizer creates (Swish, Reorder). The kernel
+// registry files them as "inferd.<op>".
+inline constexpr std::string_view kInferdDomain = "inferd";
 inline constexpr ValueId kNoValue = -1;
 
 // One dimension: a number, or a symbol (e.g. "batch") fixed only when a plan is built.

@@ -111,6 +111,8 @@ void RegisterUnary(KernelRegistry* r) {
   r->Register("Sqrt", 1, FloatUnary([](double x) { return std::sqrt(x); }));
   r->Register("Reciprocal", 1, FloatUnary([](double x) { return 1 / x; }));
   r->Register("Sigmoid", 1, FloatUnary(Sigmoid));
+  // x * sigmoid(x) (SiLU), what the optimizer makes of Mul(x, Sigmoid(x)).
+  r->Register("inferd.Swish", 1, FloatUnary([](double x) { return x * Sigmoid(x); }));
   r->Register("Tanh", 1, FloatUnary([](double x) { return std::tanh(x); }));
   r->Register("Erf", 1, FloatUnary([](double x) { return std::erf(x); }));
   r->Register("Floor", 1, FloatUnary([](double x) { return std::floor(x); }));

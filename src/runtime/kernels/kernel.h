@@ -30,7 +30,7 @@ class Kernel {
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<Kernel>>(const Node& node, int opset)>;
 
-// Op type -> factory, for the default ONNX domain. A factory handles every opset from the one it
+// Op type -> factory, for the default ONNX domain and inferd's own (filed as "inferd.<op>"). A factory handles every opset from the one it
 // was registered with; it reads `opset` where an op's signature changed (e.g. Squeeze's axes moved
 // from an attribute to an input in opset 13).
 class KernelRegistry {
@@ -61,6 +61,11 @@ void RegisterNnKernels(KernelRegistry* registry);
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlKernels(KernelRegistry* registry);
 void RegisterDnnlEltwiseKernels(KernelRegistry* registry);
+void RegisterDnnlPoolKernels(KernelRegistry* registry);
+void RegisterDnnlBinaryKernels(KernelRegistry* registry);
+// inferd.Reorder, which only the layout pass creates (it has no reference kernel: plain is the
+// only layout without oneDNN).
+void RegisterDnnlLayoutKernels(KernelRegistry* registry);
 
 // A kernel made from a lambda, for the many ops whose only state is a few attributes.
 template <typename Fn>

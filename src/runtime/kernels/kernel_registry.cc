@@ -14,7 +14,13 @@ void KernelRegistry::Register(std::string op_type, int since_opset, KernelFactor
 }
 
 const KernelFactory* KernelRegistry::Find(std::string_view op_type, std::string_view domain, int opset) const {
-  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  std::string qualified;
+  if (domain == kInferdDomain) {
+    qualified = std::string(kInferdDomain) + "." + std::string(op_type);
+    op_type = qualified;
+  } else if (!domain.empty() && domain != "ai.onnx") {
+    return nullptr;
+  }
   auto it = entries_.find(op_type);
   if (it == entries_.end()) return nullptr;
   for (const Entry& entry : it->second) {
@@ -46,6 +52,9 @@ const KernelRegistry& KernelRegistry::Default() {
     auto* r = new KernelRegistry(Reference());
     RegisterDnnlKernels(r);
     RegisterDnnlEltwiseKernels(r);
+    RegisterDnnlPoolKernels(r);
+    RegisterDnnlBinaryKernels(r);
+    RegisterDnnlLayoutKernels(r);
     return r;
   }();
   return *registry;

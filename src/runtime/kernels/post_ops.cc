@@ -15,7 +15,8 @@ struct Named {
 constexpr Named kNames[] = {{"Add", PostOp::Kind::kAdd},         {"Relu", PostOp::Kind::kRelu},
                             {"LeakyRelu", PostOp::Kind::kLeakyRelu}, {"Clip", PostOp::Kind::kClip},
                             {"Sigmoid", PostOp::Kind::kSigmoid}, {"Tanh", PostOp::Kind::kTanh},
-                            {"HardSwish", PostOp::Kind::kHardSwish}, {"Elu", PostOp::Kind::kElu}};
+                            {"HardSwish", PostOp::Kind::kHardSwish}, {"Elu", PostOp::Kind::kElu},
+                            {"Swish", PostOp::Kind::kSwish},     {"HardSigmoid", PostOp::Kind::kHardSigmoid}};
 
 float Activate(const PostOp& op, float x) {
   switch (op.kind) {
@@ -26,6 +27,8 @@ float Activate(const PostOp& op, float x) {
     case PostOp::Kind::kTanh: return std::tanh(x);
     case PostOp::Kind::kHardSwish: return x * std::min(std::max(x / 6.0f + 0.5f, 0.0f), 1.0f);
     case PostOp::Kind::kElu: return x >= 0 ? x : static_cast<float>(op.alpha * (std::exp(static_cast<double>(x)) - 1));
+    case PostOp::Kind::kSwish: return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x))));
+    case PostOp::Kind::kHardSigmoid: return std::min(std::max(op.alpha * x + op.beta, 0.0f), 1.0f);
     case PostOp::Kind::kAdd: return x;
   }
   return x;
@@ -77,11 +80,19 @@ StatusOr<std::vector<PostOp>> ReadPostOps(const Node& node) {
 }
 
 std::optional<PostOp> PostOpForActivation(const Node& node, const Tensor* clip_min, const Tensor* clip_max) {
+  if (!node.domain.empty() && node.domain != "ai.onnx" && node.domain != kInferdDomain) return std::nullopt;
   const std::string& op = node.op_type;
   if (op == "Relu") return PostOp{PostOp::Kind::kRelu};
   if (op == "Sigmoid") return PostOp{PostOp::Kind::kSigmoid};
   if (op == "Tanh") return PostOp{PostOp::Kind::kTanh};
   if (op == "HardSwish") return PostOp{PostOp::Kind::kHardSwish};
+  if (op == "Swish" && node.domain == kInferdDomain) return PostOp{PostOp::Kind::kSwish};
+  if (op == "HardSigmoid") {
+    auto alpha = node.Float("alpha", 0.2f);
+    auto beta = node.Float("beta", 0.5f);
+    if (!alpha.ok() || !beta.ok()) return std::nullopt;
+    return PostOp{PostOp::Kind::kHardSigmoid, *alpha, *beta};
+  }
   if (op == "LeakyRelu") {
     auto alpha = node.Float("alpha", 0.01f);
     return alpha.ok() ? std::optional<PostOp>(PostOp{PostOp::Kind::kLeakyRelu, *alpha}) : std::nullopt;

@@ -13,18 +13,23 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       {"fold_constants", FoldConstants},
       // BatchNorm folds into the Conv's weights before any fusion takes the Conv's output.
       {"fold_batchnorm_into_conv", FoldBatchNormIntoConv},
+      // Sigmoid(x)*x -> Swish before the fusions, so that a Conv can take it as one post-op.
+      {"rewrite_activations", RewriteActivations},
       // Residual Add before activations: ResNet's Conv -> Add -> Relu becomes one Conv with
       // post-ops [Add, Relu]; the other order could not take the Add any more.
       {"fuse_residual_add", FuseResidualAdd},
       {"fuse_activations", FuseActivations},
+      // Last: it decides the layout of what the fusions left.
+      {"propagate_layouts", PropagateLayouts, /*needs_onednn=*/true},
   };
   return passes;
 }
 
-StatusOr<OptimizationReport> Optimize(Graph* graph) {
+StatusOr<OptimizationReport> Optimize(Graph* graph, OptimizerOptions options) {
   OptimizationReport report;
   report.ops_before = CountOps(*graph);
   for (const OptimizerPass& pass : OptimizerPasses()) {
+    if (pass.needs_onednn && !options.onednn_kernels) continue;
     auto rewrites = pass.apply(graph);
     if (!rewrites.ok()) return rewrites.status().WithPrefix(std::string("optimizer pass ") + pass.name);
     report.rewrites.emplace_back(pass.name, *rewrites);

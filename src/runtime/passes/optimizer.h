@@ -18,10 +18,14 @@ StatusOr<int> FoldConstants(Graph* graph);
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 StatusOr<int> FuseResidualAdd(Graph* graph);
 StatusOr<int> FuseActivations(Graph* graph);
+StatusOr<int> RewriteActivations(Graph* graph);
+StatusOr<int> PropagateLayouts(Graph* graph);
 
 struct OptimizerPass {
   const char* name;
   StatusOr<int> (*apply)(Graph*);
+  // Passes whose result only oneDNN's kernels can run (blocked layouts) are skipped for others.
+  bool needs_onednn = false;
 };
 const std::vector<OptimizerPass>& OptimizerPasses();
 
@@ -30,6 +34,10 @@ struct OptimizationReport {
   std::vector<std::pair<std::string, int>> rewrites;  // pass name, count
 };
 
-StatusOr<OptimizationReport> Optimize(Graph* graph);
+struct OptimizerOptions {
+  bool onednn_kernels = true;  // false when the session runs the reference kernels
+};
+
+StatusOr<OptimizationReport> Optimize(Graph* graph, OptimizerOptions options = {});
 
 }  // namespace inferd::runtime

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/tensor_util.h"
 
@@ -16,29 +17,41 @@ using Outputs = std::span<Tensor>;
 
 class DnnlUnary final : public Kernel {
  public:
-  DnnlUnary(dnnl::algorithm algorithm, float alpha, float beta, std::unique_ptr<Kernel> fallback)
-      : algorithm_(algorithm), alpha_(alpha), beta_(beta), fallback_(std::move(fallback)) {}
+  DnnlUnary(dnnl::algorithm algorithm, float alpha, float beta, Layouts layouts, std::unique_ptr<Kernel> fallback)
+      : algorithm_(algorithm), alpha_(alpha), beta_(beta), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
-    if (in.empty() || in[0] == nullptr || in[0]->dtype != DataType::kFp32) return fallback_->Run(in, out);
+    const bool blocked = layouts_.input(0);
+    if (in.empty() || in[0] == nullptr || in[0]->dtype != DataType::kFp32 || blocked != layouts_.output(0) ||
+        (blocked && in[0]->shape.size() != 4)) {
+      return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
+    }
     const Tensor& x = *in[0];
-    const int64_t n = ElementsOf(x);
+    // Element-wise ops ignore the shape: one flat primitive per element count. A blocked tensor is
+    // computed whole, padding included (oneDNN has no fast path for padded blocked eltwise), and
+    // its padding zeroed again after.
+    const int64_t n = blocked ? static_cast<int64_t>(x.byte_size / sizeof(float)) : ElementsOf(x);
     if (n == 0) return fallback_->Run(in, out);
     return Guarded("eltwise", [&]() -> Status {
       auto it = primitives_.find(n);
       if (it == primitives_.end()) {
-        // Element-wise ops ignore the shape: one flat primitive per element count.
         dnnl::memory::desc desc = PlainDesc({n});
         dnnl::eltwise_forward::primitive_desc pd(
             dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm_, desc, alpha_, beta_), Engine());
         it = primitives_.emplace(n, std::make_pair(dnnl::eltwise_forward(pd), std::string(pd.impl_info_str()))).first;
       }
-      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+      float* dst = nullptr;
+      if (blocked) {
+        ASSIGN_OR_RETURN(dst, AllocateWithDesc(&out[0], x.shape, BlockedDesc(x.shape)));
+      } else {
+        ASSIGN_OR_RETURN(dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+      }
       dnnl::memory::desc desc = PlainDesc({n});
       it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
       ThreadStream().wait();
+      if (blocked) ZeroChannelPadding(dst, x.shape);
       last_ = it->second.second;
       return Status::Ok();
     });
@@ -47,6 +60,7 @@ class DnnlUnary final : public Kernel {
  private:
   dnnl::algorithm algorithm_;
   float alpha_, beta_;
+  Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
   std::map<int64_t, std::pair<dnnl::eltwise_forward, std::string>> primitives_;
   std::string last_;
@@ -134,6 +148,7 @@ const UnaryOp kUnaryOps[] = {
     {"Softplus", dnnl::algorithm::eltwise_soft_relu, nullptr, 0, 0},
     {"Neg", dnnl::algorithm::eltwise_linear, nullptr, -1.0f, 0},
     {"Reciprocal", dnnl::algorithm::eltwise_pow, nullptr, 1.0f, -1.0f},
+    {"inferd.Swish", dnnl::algorithm::eltwise_swish, nullptr, 1.0f, 0},
 };
 
 
@@ -151,7 +166,9 @@ void RegisterDnnlEltwiseKernels(KernelRegistry* r) {
       if (unary.alpha_attribute != nullptr) {
         ASSIGN_OR_RETURN(alpha, node.Float(unary.alpha_attribute, unary.alpha));
       }
-      return std::unique_ptr<Kernel>(std::make_unique<DnnlUnary>(unary.algorithm, alpha, unary.beta, std::move(fallback)));
+      ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+      return std::unique_ptr<Kernel>(
+          std::make_unique<DnnlUnary>(unary.algorithm, alpha, unary.beta, std::move(layouts), std::move(fallback)));
     });
   }
   for (bool log : {false, true}) {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
@@ -37,8 +38,9 @@ struct FusedPostOps {
 
 // Expresses `ops` as oneDNN post-ops for an output of `out_shape`. False when one cannot be (a
 // residual that does not broadcast onto the output): the reference path runs then.
+// A blocked residual (layout propagation) has the output's shape.
 bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const Tensor* residual, FusedPostOps* fused,
-                  bool prefer_sum = false) {
+                  bool prefer_sum = false, bool residual_blocked = false) {
   dnnl::post_ops post_ops;
   for (size_t i = 0; i < ops.size(); ++i) {
     const PostOp& op = ops[i];
@@ -50,8 +52,9 @@ bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const 
         for (size_t d = 0; d < padded.size(); ++d) {
           if (padded[d] != out_shape[d] && padded[d] != 1) return false;
         }
-        fused->residual_desc = PlainDesc(ToDims(padded));
-        fused->residual_index = static_cast<int>(i);
+        if (residual_blocked && padded != out_shape) return false;
+        fused->residual_desc = LayoutDesc(padded, residual_blocked);
+        fused->residual_index = post_ops.len();
         fused->add_as_sum = prefer_sum && i == 0 && residual->shape == out_shape;
         if (fused->add_as_sum) {
           post_ops.append_sum(1.0f);
@@ -67,6 +70,11 @@ bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const 
       case PostOp::Kind::kTanh: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0, 0); break;
       case PostOp::Kind::kHardSwish: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0, 0); break;
       case PostOp::Kind::kElu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, op.alpha, 0); break;
+      case PostOp::Kind::kSwish: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0); break;
+      case PostOp::Kind::kHardSigmoid:  // max(0, min(1, alpha * x + beta)): oneDNN 2.6 has no hardsigmoid
+        post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, op.alpha, op.beta);
+        post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 1.0f);
+        break;
     }
   }
   fused->attr.set_post_ops(post_ops);
@@ -87,10 +95,15 @@ Shape ShapeOrEmpty(const Tensor* t) { return t ? t->shape : Shape{}; }
 
 // ---- Conv ----
 
+// Each tensor has the layout the layout pass gave it (plain, or blocked when the pass keeps a chain
+// of convolutions blocked); the primitive has the layout oneDNN picked. Reorders run only where the
+// two differ, which after layout propagation is at the edges of a chain.
 class DnnlConv final : public Kernel {
  public:
-  DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback)
-      : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), fallback_(std::move(fallback)) {}
+  DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
+           std::unique_ptr<Kernel> fallback)
+      : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
+        fallback_(std::move(fallback)) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
@@ -100,40 +113,38 @@ class DnnlConv final : public Kernel {
     const Tensor* w = Input(in, 1);
     if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != DataType::kFp32 ||
         x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size()) {
-      return fallback_->Run(in, out);
+      return Fallback(in, out);
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
     Plan* plan = nullptr;
     RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, residual, &plan));
-    if (plan == nullptr) return fallback_->Run(in, out);  // oneDNN rejected this shape
+    if (plan == nullptr) return Fallback(in, out);  // oneDNN rejected this shape
     last_ = plan->pd.impl_info_str();
     return Guarded("Conv", [&]() -> Status {
       RETURN_IF_ERROR(PrepareWeights(plan, *w));
-      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan->out_shape));
+      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc));
       dnnl::stream& stream = ThreadStream();
       dnnl::memory src = Wrap(plan->src_desc, x->data.get());
-      dnnl::memory plain_dst = Wrap(plan->dst_desc, dst);
-      // Blocked layouts (nChw16c...) are what the fast convolutions want; until layout propagation
-      // keeps them between layers, each Conv reorders in and out.
+      dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
       if (plan->src_reorder) {
-        plan->src_reorder.execute(stream, src, plan->blocked_src);
-        src = plan->blocked_src;
+        plan->src_reorder.execute(stream, src, plan->primitive_src);
+        src = plan->primitive_src;
       }
-      dnnl::memory target = plan->dst_reorder ? plan->blocked_dst : plain_dst;
+      dnnl::memory target = plan->dst_reorder ? plan->primitive_dst : tensor_dst;
       if (plan->post_ops.add_as_sum) {
         // The sum post-op adds onto what the destination holds: put the residual there.
-        dnnl::memory plain_residual = Wrap(plan->dst_desc, residual->data.get());
-        if (plan->dst_reorder) {
-          plan->residual_reorder.execute(stream, plain_residual, target);
+        if (plan->residual_reorder) {
+          dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
+          plan->residual_reorder.execute(stream, residual_memory, target);
         } else {
-          std::memcpy(dst, residual->data.get(), residual->byte_size);
+          std::memcpy(target.get_data_handle(), residual->data.get(), plan->pd.dst_desc().get_size());
         }
       }
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, target}};
       if (const Tensor* b = Input(in, 2)) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, b->data.get()));
       AddResidualArgument(plan->post_ops, residual, &args);
       plan->primitive.execute(stream, args);
-      if (plan->dst_reorder) plan->dst_reorder.execute(stream, plan->blocked_dst, plain_dst);
+      if (plan->dst_reorder) plan->dst_reorder.execute(stream, plan->primitive_dst, tensor_dst);
       stream.wait();
       return Status::Ok();
     });
@@ -143,18 +154,23 @@ class DnnlConv final : public Kernel {
   struct Plan {
     bool usable = false;
     Shape out_shape;
+    // The tensors' own layouts (plain or blocked, as the layout pass decided).
     dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
     dnnl::convolution_forward::primitive_desc pd;
     dnnl::convolution_forward primitive;
     FusedPostOps post_ops;
-    // Set when the primitive wants a blocked layout: reorders and the plan's own blocked buffers.
+    // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
     dnnl::reorder src_reorder, dst_reorder, residual_reorder;
-    dnnl::memory blocked_src, blocked_dst;
+    dnnl::memory primitive_src, primitive_dst;
     // Weights reordered into the primitive's layout, for the weights buffer they came from (held,
     // so its address cannot be reused by another tensor while we compare against it).
     std::shared_ptr<const uint8_t> weights_source;
     dnnl::memory weights;
   };
+
+  Status Fallback(Inputs in, Outputs out) {
+    return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
+  }
 
   Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
     auto key = std::make_tuple(x.shape, w.shape, ShapeOrEmpty(residual));
@@ -190,8 +206,11 @@ class DnnlConv final : public Kernel {
     }
     plan->out_shape = {x_shape[0], filters};
     plan->out_shape.insert(plan->out_shape.end(), out_spatial.begin(), out_spatial.end());
-    plan->src_desc = PlainDesc(ToDims(x_shape));
-    plan->dst_desc = PlainDesc(ToDims(plan->out_shape));
+    if ((layouts_.input(0) && x_shape.size() != 4) || (layouts_.output(0) && plan->out_shape.size() != 4)) {
+      return Status::Ok();  // not usable: blocked layouts are 4-D
+    }
+    plan->src_desc = LayoutDesc(x_shape, layouts_.input(0));
+    plan->dst_desc = LayoutDesc(plan->out_shape, layouts_.output(0));
     dnnl::memory::dims weight_dims = ToDims(w_shape);
     if (group_ > 1) {
       weight_dims[0] = filters / group_;
@@ -208,10 +227,11 @@ class DnnlConv final : public Kernel {
                                                         dnnl::algorithm::convolution_direct, src, any_weights, dst,
                                                         strides, dilations, pad_l, pad_r);
     };
-    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true)) {
+    const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
       return Status::Ok();  // not usable
     }
-    // Let oneDNN pick the activation layout; keep plain layouts if its pick is a reference kernel.
+    // Let oneDNN pick the activation layout; keep the tensors' layouts if its pick is a reference kernel.
     dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
     dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
     plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(src_any, dst_any), plan->post_ops.attr, Engine());
@@ -220,13 +240,16 @@ class DnnlConv final : public Kernel {
                                                            plan->post_ops.attr, Engine());
     }
     if (plan->pd.src_desc() != plan->src_desc) {
-      plan->blocked_src = dnnl::memory(plan->pd.src_desc(), Engine());
+      plan->primitive_src = dnnl::memory(plan->pd.src_desc(), Engine());
       plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), plan->pd.src_desc()));
     }
     if (plan->pd.dst_desc() != plan->dst_desc) {
-      plan->blocked_dst = dnnl::memory(plan->pd.dst_desc(), Engine());
+      plan->primitive_dst = dnnl::memory(plan->pd.dst_desc(), Engine());
       plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->pd.dst_desc(), Engine(), plan->dst_desc));
-      plan->residual_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->dst_desc, Engine(), plan->pd.dst_desc()));
+    }
+    if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != plan->pd.dst_desc()) {
+      plan->residual_reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(Engine(), plan->post_ops.residual_desc, Engine(), plan->pd.dst_desc()));
     }
     plan->primitive = dnnl::convolution_forward(plan->pd);
     plan->usable = true;
@@ -249,6 +272,7 @@ class DnnlConv final : public Kernel {
   WindowAttributes window_;
   int64_t group_;
   std::vector<PostOp> post_ops_;
+  Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   std::string last_;  // empty: the fallback ran
@@ -446,8 +470,9 @@ void RegisterDnnlKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
     ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
-    return std::unique_ptr<Kernel>(
-        std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops), std::move(fallback)));
+    ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
+                                                              std::move(layouts), std::move(fallback)));
   });
   KernelFactory matmul_reference = FactoryBefore(*r, "MatMul");
   r->Register("MatMul", 1, [matmul_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {

@@ -1,0 +1,151 @@
+// oneDNN binary ops: Add, Sub, Mul, Div, Max, Min on FP32 with numpy broadcasting, plain or blocked
+// (the squeeze-excitation Mul and unfused residual Adds of a blocked chain). oneDNN wants the
+// first operand in the output's shape, so a commutative op whose first input is the broadcast one
+// swaps them; the rest (both inputs broadcast, integer types, the legacy opset < 7 broadcast
+// attributes) runs on the reference kernel.
+#include <map>
+
+#include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/dnnl/dnnl_layout.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/tensor_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace dnnl_kernels;
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+
+struct BinaryOp {
+  const char* op;
+  dnnl::algorithm algorithm;
+  bool commutative;
+};
+
+constexpr BinaryOp kBinaryOps[] = {
+    {"Add", dnnl::algorithm::binary_add, true}, {"Sub", dnnl::algorithm::binary_sub, false},
+    {"Mul", dnnl::algorithm::binary_mul, true}, {"Div", dnnl::algorithm::binary_div, false},
+    {"Max", dnnl::algorithm::binary_max, true}, {"Min", dnnl::algorithm::binary_min, true},
+};
+
+class DnnlBinary final : public Kernel {
+ public:
+  DnnlBinary(BinaryOp op, Layouts layouts, std::unique_ptr<Kernel> fallback)
+      : op_(op), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    if (in.size() != 2 || in[0] == nullptr || in[1] == nullptr || in[0]->dtype != DataType::kFp32 ||
+        in[1]->dtype != DataType::kFp32 || ElementsOf(*in[0]) == 0 || ElementsOf(*in[1]) == 0) {
+      return Fallback(in, out);
+    }
+    auto out_shape = BroadcastShapes(in[0]->shape, in[1]->shape);
+    if (!out_shape.ok()) return Fallback(in, out);  // the reference kernel words the error
+    // The operand in the output's shape goes first.
+    size_t first = 0;
+    if (in[0]->shape != *out_shape) {
+      if (!op_.commutative || in[1]->shape != *out_shape) return Fallback(in, out);
+      first = 1;
+    }
+    const Tensor& src0 = *in[first];
+    const Tensor& src1 = *in[1 - first];
+    const bool blocked = layouts_.output(0);
+    if (blocked != layouts_.input(first) || (blocked && out_shape->size() != 4) || out_shape->size() > 6) {
+      return Fallback(in, out);
+    }
+    // A plain second operand of a blocked op is reordered into the blocked layout (oneDNN's binary
+    // mixing the two runs on its reference path). Constants are reordered once.
+    const Tensor* second = &src1;
+    const bool second_blocked = layouts_.input(1 - first);
+    if (blocked && !second_blocked) {
+      ASSIGN_OR_RETURN(second, BlockedSecondOperand(src1));
+    }
+    Shape padded = second->shape;
+    padded.insert(padded.begin(), out_shape->size() - padded.size(), 1);
+    if (out_shape->empty()) padded = {1};
+    const Shape dst_shape = out_shape->empty() ? Shape{1} : *out_shape;
+    auto key = std::make_pair(dst_shape, padded);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan plan;
+      Status status = Guarded("binary", [&] { return CreatePlan(dst_shape, padded, blocked, &plan); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    Plan& plan = it->second;
+    if (!plan.usable) return Fallback(in, out);
+    last_ = plan.implementation;
+    return Guarded("binary", [&]() -> Status {
+      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], *out_shape, plan.dst_desc));
+      plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC_0, Wrap(plan.dst_desc, src0.data.get())},
+                                              {DNNL_ARG_SRC_1, Wrap(plan.src1_desc, second->data.get())},
+                                              {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
+      ThreadStream().wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  struct Plan {
+    bool usable = false;
+    dnnl::memory::desc src1_desc, dst_desc;
+    dnnl::binary primitive;
+    std::string implementation;
+  };
+
+  Status Fallback(Inputs in, Outputs out) {
+    return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
+  }
+
+  Status CreatePlan(const Shape& dst_shape, const Shape& src1_shape, bool blocked, Plan* plan) {
+    plan->dst_desc = LayoutDesc(dst_shape, blocked);
+    plan->src1_desc = LayoutDesc(src1_shape, blocked);
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(op_.algorithm, plan->dst_desc, plan->src1_desc, plan->dst_desc),
+                                    Engine());
+    plan->implementation = pd.impl_info_str();
+    // oneDNN's reference binary is slower than ours.
+    if (plan->implementation.rfind("ref", 0) == 0) return Status::Ok();
+    plan->primitive = dnnl::binary(pd);
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  // The plain operand `src` (rank <= 4, broadcasting onto the output) in the blocked layout.
+  StatusOr<const Tensor*> BlockedSecondOperand(const Tensor& src) {
+    if (src.data == reordered_source_) return &reordered_;
+    Shape padded = src.shape;
+    padded.insert(padded.begin(), 4 - std::min<size_t>(padded.size(), 4), 1);
+    if (padded.size() != 4) return Status::InvalidArgument("binary: operand of rank above 4 on a blocked tensor");
+    Tensor as_4d = src;
+    as_4d.shape = padded;
+    RETURN_IF_ERROR(ReorderTensor(as_4d, PlainDesc(ToDims(padded)), BlockedDesc(padded), &reordered_));
+    // Held, so that the address cannot come back as another tensor's while we compare against it.
+    reordered_source_ = src.data;
+    return &reordered_;
+  }
+
+  BinaryOp op_;
+  Layouts layouts_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::pair<Shape, Shape>, Plan> plans_;
+  std::shared_ptr<const uint8_t> reordered_source_;
+  Tensor reordered_;
+  std::string last_;
+};
+
+}  // namespace
+
+void RegisterDnnlBinaryKernels(KernelRegistry* r) {
+  for (const BinaryOp& op : kBinaryOps) {
+    KernelFactory reference = FactoryBefore(*r, op.op);
+    r->Register(op.op, 7, [op, reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
+      ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+      return std::unique_ptr<Kernel>(std::make_unique<DnnlBinary>(op, std::move(layouts), std::move(fallback)));
+    });
+  }
+}
+
+}  // namespace inferd::runtime

@@ -1,0 +1,168 @@
+#include "runtime/kernels/dnnl/dnnl_layout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels/tensor_util.h"
+
+namespace inferd::runtime::dnnl_kernels {
+
+using tag = dnnl::memory::format_tag;
+
+int64_t ChannelBlock() {
+  // The block oneDNN picks for a typical convolution when it may choose the layout: asking it
+  // follows the ISA oneDNN dispatches to (and honours ONEDNN_MAX_CPU_ISA).
+  static const int64_t block = []() -> int64_t {
+    try {
+      const dnnl::memory::dims src{1, 64, 28, 28}, weights{64, 64, 3, 3};
+      dnnl::memory::desc any_src(src, dnnl::memory::data_type::f32, tag::any);
+      dnnl::memory::desc any_weights(weights, dnnl::memory::data_type::f32, tag::any);
+      dnnl::convolution_forward::primitive_desc pd(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                          any_src, any_weights, any_src, {1, 1}, {1, 1}, {1, 1}),
+          Engine());
+      const dnnl_memory_desc_t& chosen = pd.dst_desc().data;
+      if (chosen.format_kind == dnnl_blocked && chosen.format_desc.blocking.inner_nblks == 1 &&
+          chosen.format_desc.blocking.inner_idxs[0] == 1) {
+        return chosen.format_desc.blocking.inner_blks[0];
+      }
+    } catch (const std::exception&) {
+    }
+    return 8;
+  }();
+  return block;
+}
+
+dnnl::memory::desc BlockedDesc(const Shape& shape) {
+  return dnnl::memory::desc(ToDims(shape), dnnl::memory::data_type::f32,
+                            ChannelBlock() == 16 ? tag::nChw16c : tag::nChw8c);
+}
+
+dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked) {
+  return blocked ? BlockedDesc(shape) : PlainDesc(ToDims(shape));
+}
+
+bool Layouts::any() const {
+  return std::find(inputs.begin(), inputs.end(), true) != inputs.end() ||
+         std::find(outputs.begin(), outputs.end(), true) != outputs.end();
+}
+
+StatusOr<Layouts> ReadLayouts(const Node& node) {
+  Layouts layouts;
+  layouts.inputs.assign(node.inputs.size(), false);
+  layouts.outputs.assign(node.outputs.size(), false);
+  ASSIGN_OR_RETURN(std::vector<int64_t> inputs, node.Ints("_blocked_inputs"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> outputs, node.Ints("_blocked_outputs"));
+  for (int64_t i : inputs) {
+    if (i < 0 || i >= static_cast<int64_t>(layouts.inputs.size())) {
+      return Status::InvalidArgument(node.Describe() + ": _blocked_inputs names a missing input");
+    }
+    layouts.inputs[i] = true;
+  }
+  for (int64_t i : outputs) {
+    if (i < 0 || i >= static_cast<int64_t>(layouts.outputs.size())) {
+      return Status::InvalidArgument(node.Describe() + ": _blocked_outputs names a missing output");
+    }
+    layouts.outputs[i] = true;
+  }
+  return layouts;
+}
+
+StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
+  ASSIGN_OR_RETURN(int64_t elements, ElementCount(shape, kMaxKernelElements));
+  (void)elements;  // the check; the size comes from the descriptor (padding included)
+  MutableBuffer buffer = AllocateBuffer(desc.get_size());
+  out->dtype = DataType::kFp32;
+  out->shape = shape;
+  out->byte_size = buffer.size;
+  out->data = AliasData(buffer.memory, buffer.get());
+  return reinterpret_cast<float*>(buffer.get());
+}
+
+Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst) {
+  return Guarded("Reorder", [&]() -> Status {
+    ASSIGN_OR_RETURN(float* out, AllocateWithDesc(dst, src.shape, to));
+    dnnl::memory from_memory = Wrap(from, src.data.get());
+    dnnl::memory to_memory(to, Engine(), out);
+    // oneDNN's primitive cache makes re-creating the same reorder cheap.
+    dnnl::reorder(from_memory, to_memory).execute(ThreadStream(), from_memory, to_memory);
+    ThreadStream().wait();
+    return Status::Ok();
+  });
+}
+
+void ZeroChannelPadding(float* data, const Shape& shape) {
+  const int64_t block = ChannelBlock();
+  const int64_t channels = shape[1], tail = channels % block;
+  if (tail == 0) return;
+  const int64_t blocks = (channels + block - 1) / block, spatial = shape[2] * shape[3];
+  for (int64_t n = 0; n < shape[0]; ++n) {
+    float* last_block = data + ((n * blocks + blocks - 1) * spatial) * block;
+    for (int64_t s = 0; s < spatial; ++s) {
+      std::fill(last_block + s * block + tail, last_block + (s + 1) * block, 0.0f);
+    }
+  }
+}
+
+Status RunViaPlain(Kernel& plain_kernel, const Layouts& layouts, std::span<const Tensor* const> inputs,
+                   std::span<Tensor> outputs) {
+  std::vector<Tensor> plain_inputs(inputs.size());
+  std::vector<const Tensor*> input_pointers(inputs.begin(), inputs.end());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!layouts.input(i) || inputs[i] == nullptr) continue;
+    const Shape& shape = inputs[i]->shape;
+    RETURN_IF_ERROR(ReorderTensor(*inputs[i], BlockedDesc(shape), PlainDesc(ToDims(shape)), &plain_inputs[i]));
+    input_pointers[i] = &plain_inputs[i];
+  }
+  RETURN_IF_ERROR(plain_kernel.Run(input_pointers, outputs));
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!layouts.output(o)) continue;
+    Tensor& out = outputs[o];
+    if (out.dtype != DataType::kFp32 || out.shape.size() != 4) {
+      return Status::Internal("a blocked output must be a 4-D FP32 tensor, got " + ShapeToString(out.shape));
+    }
+    Tensor blocked;
+    RETURN_IF_ERROR(ReorderTensor(out, PlainDesc(ToDims(out.shape)), BlockedDesc(out.shape), &blocked));
+    out = std::move(blocked);
+  }
+  return Status::Ok();
+}
+
+}  // namespace inferd::runtime::dnnl_kernels
+
+namespace inferd::runtime {
+namespace {
+
+// inferd.Reorder: moves a 4-D FP32 value between the plain and the blocked layout. The layout pass
+// puts one at each edge of a blocked chain.
+class ReorderKernel final : public Kernel {
+ public:
+  explicit ReorderKernel(bool to_blocked) : to_blocked_(to_blocked) {}
+  std::string Implementation() const override { return "onednn:reorder"; }
+  Status Run(std::span<const Tensor* const> in, std::span<Tensor> out) override {
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Reorder"));
+    const Tensor& x = *in[0];
+    if (x.dtype != DataType::kFp32 || x.shape.size() != 4) {
+      return Status::Internal("Reorder: a blocked layout needs a 4-D FP32 tensor, got " + ShapeToString(x.shape));
+    }
+    const dnnl::memory::desc plain = dnnl_kernels::PlainDesc(dnnl_kernels::ToDims(x.shape));
+    const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape);
+    return to_blocked_ ? dnnl_kernels::ReorderTensor(x, plain, blocked, &out[0])
+                       : dnnl_kernels::ReorderTensor(x, blocked, plain, &out[0]);
+  }
+
+ private:
+  bool to_blocked_;
+};
+
+}  // namespace
+
+void RegisterDnnlLayoutKernels(KernelRegistry* r) {
+  r->Register("inferd.Reorder", 1, [](const Node& node, int) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::string to, node.String("to", ""));
+    if (to != "blocked" && to != "plain") return Status::InvalidArgument(node.Describe() + ": 'to' must be blocked or plain");
+    return std::unique_ptr<Kernel>(std::make_unique<ReorderKernel>(to == "blocked"));
+  });
+}
+
+}  // namespace inferd::runtime

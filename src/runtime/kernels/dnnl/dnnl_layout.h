@@ -1,0 +1,52 @@
+// Blocked activation layouts. oneDNN's fast convolutions read and write 4-D activations with the
+// channels in blocks of 8 (AVX2) or 16 (AVX-512): nChw8c / nChw16c. The layout propagation pass
+// (passes/layout_propagation.cc) keeps a value in that layout between the ops that can read it, so
+// reorders happen only at the edges of such a chain.
+//
+// A blocked tensor keeps its logical shape ([N, C, H, W]) in Tensor::shape; its buffer holds
+// N x ceil(C / block) x H x W x block floats, the padded channels zero (oneDNN's own rule for padded
+// memory). Only oneDNN kernels read it; which of a node's inputs and outputs are blocked is written
+// on the node by the pass:
+//   _blocked_inputs  ints: indices of inputs in the blocked layout
+//   _blocked_outputs ints: indices of outputs to produce in the blocked layout
+#pragma once
+
+#include <vector>
+
+#include "runtime/kernels/dnnl/dnnl_context.h"
+
+namespace inferd::runtime::dnnl_kernels {
+
+// The channel block oneDNN's convolutions prefer on this CPU (asked once from oneDNN itself).
+int64_t ChannelBlock();
+
+// nChw{block}c for a 4-D shape.
+dnnl::memory::desc BlockedDesc(const Shape& shape);
+dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked);
+
+// Which of a node's inputs and outputs are blocked.
+struct Layouts {
+  std::vector<bool> inputs, outputs;
+  bool input(size_t i) const { return i < inputs.size() && inputs[i]; }
+  bool output(size_t i) const { return i < outputs.size() && outputs[i]; }
+  bool any() const;
+};
+StatusOr<Layouts> ReadLayouts(const Node& node);
+
+// Gives `out` a fresh FP32 buffer of `desc`'s size (padding included) for a tensor of `shape`.
+StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc);
+
+// Copies `src` (laid out as `from`) into a fresh tensor laid out as `to`.
+Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst);
+
+// Zeroes the padded channels of a blocked buffer, after an op that computed on them as if they
+// were data (an element-wise op run over the whole buffer makes them f(0)).
+void ZeroChannelPadding(float* data, const Shape& shape);
+
+// Runs a kernel that only knows plain layouts on a node with blocked inputs or outputs: blocked
+// inputs are reordered to plain first, blocked outputs reordered from plain after. The safety net
+// of every layout-aware kernel for what its fast path cannot take.
+Status RunViaPlain(Kernel& plain_kernel, const Layouts& layouts, std::span<const Tensor* const> inputs,
+                   std::span<Tensor> outputs);
+
+}  // namespace inferd::runtime::dnnl_kernels
