@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -93,6 +94,16 @@ def run_torch(name, batch, iterations, threads):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def median_of(results):
+    """Per key, the median over rounds (errors win: one failed round marks the engine failed)."""
+    for result in results:
+        if "error" in result:
+            return result
+    if not results:
+        return {}
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
+
+
 def cell(result, key, fmt="{:.2f}"):
     return fmt.format(result[key]) if key in result else "err"
 
@@ -107,12 +118,15 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="passes per model, engines interleaved within each; the table shows medians")
     args = parser.parse_args()
     names = args.models.split(",")
     ensure_models(names)
     ensure_ort()
     print(f"{args.threads} intra-op threads per engine; batch-1 latency over {args.iterations} runs, batch-8 throughput "
-          f"over {max(3, args.iterations // 4)} runs, after 3 warm-up runs\n")
+          f"over {max(3, args.iterations // 4)} runs, after 3 warm-up runs; median of {args.rounds} interleaved "
+          f"rounds\n")
     print("| model | inferd b1 p50/p90 ms | ORT b1 p50/p90 ms | torch b1 p50 ms | inferd/ORT b1 latency | "
           "inferd b8 img/s | ORT b8 img/s | torch b8 img/s | inferd/ORT b8 | inferd GFLOP/s b8 | "
           "load ms inferd/ORT | peak RSS MB inferd/ORT |")
@@ -121,12 +135,19 @@ def main():
         model = MODELS_DIR / name / "model.onnx"
         info = json.loads((MODELS_DIR / name / "info.json").read_text())
         b8_iterations = max(3, args.iterations // 4)
-        ours1 = run_inferd(model, 1, args.iterations, args.threads)
-        ort1 = run_ort(model, [1, *info["sample_shape"]], args.iterations, args.threads)
-        ours8 = run_inferd(model, 8, b8_iterations, args.threads)
-        ort8 = run_ort(model, [8, *info["sample_shape"]], b8_iterations, args.threads)
-        torch1 = {} if args.skip_torch else run_torch(name, 1, args.iterations, args.threads)
-        torch8 = {} if args.skip_torch else run_torch(name, 8, b8_iterations, args.threads)
+        # The machine is shared and noisy: engines alternate within each round, so a slow spell
+        # hits both, and the median over rounds drops the outliers.
+        rounds = {key: [] for key in ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8")}
+        for _ in range(args.rounds):
+            rounds["ours1"].append(run_inferd(model, 1, args.iterations, args.threads))
+            rounds["ort1"].append(run_ort(model, [1, *info["sample_shape"]], args.iterations, args.threads))
+            rounds["ours8"].append(run_inferd(model, 8, b8_iterations, args.threads))
+            rounds["ort8"].append(run_ort(model, [8, *info["sample_shape"]], b8_iterations, args.threads))
+            if not args.skip_torch:
+                rounds["torch1"].append(run_torch(name, 1, args.iterations, args.threads))
+                rounds["torch8"].append(run_torch(name, 8, b8_iterations, args.threads))
+        ours1, ort1, ours8, ort8, torch1, torch8 = (median_of(rounds[key]) for key in
+                                                    ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8"))
         gflops = (f"{info['gflops_per_sample'] * ours8['throughput_per_s']:.0f}"
                   if "throughput_per_s" in ours8 and info["gflops_per_sample"] else "-")
         print(f"| {name} | {cell(ours1, 'p50_ms')}/{cell(ours1, 'p90_ms')} | {cell(ort1, 'p50_ms')}/{cell(ort1, 'p90_ms')} "

@@ -1,9 +1,12 @@
 #include "runtime/session.h"
 
+#include <algorithm>
 #include <chrono>
+#include <malloc.h>
 #include <map>
 #include <set>
 
+#include "runtime/kernels/tensor_util.h"
 #include "runtime/onnx/onnx_import.h"
 
 namespace inferd::runtime {
@@ -74,7 +77,8 @@ Status Session::BuildKernels(const KernelRegistry& registry) {
   }
 
   std::set<ValueId> keep(graph_.outputs.begin(), graph_.outputs.end());
-  std::vector<int> last_reader(graph_.values.size(), -1);
+  std::vector<int>& last_reader = last_reader_;
+  last_reader.assign(graph_.values.size(), -1);
   for (size_t i = 0; i < graph_.nodes.size(); ++i) {
     for (ValueId id : graph_.nodes[i].inputs) {
       if (id != kNoValue) last_reader[id] = static_cast<int>(i);
@@ -118,10 +122,38 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
   std::vector<Tensor> values(graph_.values.size());
   std::vector<const Tensor*> slots(graph_.values.size(), nullptr);
   for (const auto& [id, tensor] : graph_.initializers) slots[id] = &tensor;
+  std::vector<Shape> input_shapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     RETURN_IF_ERROR(CheckInput(i, inputs[i]));
     slots[graph_.inputs[i]] = &inputs[i];
+    input_shapes.push_back(inputs[i].shape);
   }
+
+  // With a plan, outputs go to the arena; each run's tensors there get a new owner (so that a
+  // kernel's cache keyed on an input buffer cannot mistake this run's contents for the last's).
+  auto plan_it = plans_.find(input_shapes);
+  const MemoryPlan* plan = plan_it == plans_.end() ? nullptr : &plan_it->second;
+  std::shared_ptr<const uint8_t> arena;
+  if (plan != nullptr) {
+    auto owner = std::make_shared<std::shared_ptr<uint8_t[]>>(arena_);
+    arena = std::shared_ptr<const uint8_t>(owner, arena_.get());
+  }
+  // Without one, this run records what a plan needs. Buffers are told apart by owner. An entry
+  // goes when the last value viewing its buffer is released, so recording frees what a plain run
+  // frees (a weak pointer would not: the buffer and its count are one allocation).
+  const bool recording = plan == nullptr && plans_.size() < kMaxPlans;
+  RunRecord record;
+  std::map<std::shared_ptr<const uint8_t>, ValueId, std::owner_less<>> owners;
+  std::vector<int> live_views;  // per planned buffer (its first value): values still viewing it
+  if (recording) {
+    record.bytes.assign(graph_.values.size(), 0);
+    record.view_of.assign(graph_.values.size(), kNoValue);
+    record.plannable.assign(graph_.values.size(), false);
+    live_views.assign(graph_.values.size(), 0);
+    for (const auto& [id, tensor] : graph_.initializers) owners.emplace(tensor.data, kNoValue);
+    for (const Tensor& input : inputs) owners.emplace(input.data, kNoValue);
+  }
+
   std::vector<const Tensor*> node_inputs;
   std::vector<Tensor> node_outputs;
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
@@ -129,6 +161,14 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     node_inputs.clear();
     for (ValueId id : node.inputs) node_inputs.push_back(id == kNoValue ? nullptr : slots[id]);
     node_outputs.assign(node.outputs.size(), Tensor{});
+    if (plan != nullptr) {
+      for (size_t o = 0; o < node.outputs.size(); ++o) {
+        const auto [offset, capacity] = plan->slots[n][o];
+        if (capacity == 0) continue;
+        node_outputs[o].data = std::shared_ptr<const uint8_t>(arena, arena.get() + offset);
+        node_outputs[o].byte_size = capacity;
+      }
+    }
     const auto start = node_seconds_.empty() ? std::chrono::steady_clock::time_point() : std::chrono::steady_clock::now();
     Status status = kernels_[n]->Run(node_inputs, node_outputs);
     if (!node_seconds_.empty()) {
@@ -138,10 +178,22 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const ValueId id = node.outputs[o];
       if (id == kNoValue) continue;
+      if (IsArenaSlot(node_outputs[o])) node_outputs[o] = Tensor{};  // an optional output the kernel left out
       values[id] = std::move(node_outputs[o]);
       slots[id] = &values[id];
+      if (recording && values[id].data != nullptr) {
+        auto [it, fresh] = owners.emplace(values[id].data, id);
+        record.view_of[id] = it->second;
+        record.plannable[id] = fresh;
+        if (fresh) record.bytes[id] = values[id].byte_size;
+        if (it->second != kNoValue) ++live_views[it->second];
+      }
     }
     for (ValueId id : release_after_[n]) {
+      if (recording && values[id].data != nullptr) {
+        const ValueId root = record.view_of[id];
+        if (root != kNoValue && --live_views[root] == 0) owners.erase(values[id].data);
+      }
       values[id] = Tensor{};
       slots[id] = nullptr;
     }
@@ -153,7 +205,91 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     result.name = graph_.value(id).name;
     outputs->push_back(std::move(result));
   }
+  if (recording) {
+    MemoryPlan built = BuildMemoryPlan(record);
+    if (built.report.arena_bytes > arena_size_) {
+      // The recording run's buffers are free but still resident in the allocator's pools: hand
+      // them back first, or the arena comes on top of them.
+      values.clear();
+      malloc_trim(0);
+      arena_ = AllocateBuffer(built.report.arena_bytes).memory;
+      arena_size_ = built.report.arena_bytes;
+    }
+    plans_.emplace(std::move(input_shapes), std::move(built));
+  }
   return Status::Ok();
+}
+
+Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
+  const size_t value_count = graph_.values.size();
+  std::vector<int> producer(value_count, -1);
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    for (ValueId id : graph_.nodes[n].outputs) {
+      if (id != kNoValue) producer[id] = static_cast<int>(n);
+    }
+  }
+  // A buffer lives from its producer to the last reader of any view of it; one that a graph output
+  // shares leaves the run, so it is not planned.
+  std::vector<int> end(value_count, -1);
+  std::vector<bool> excluded(value_count, false);
+  for (size_t v = 0; v < value_count; ++v) {
+    const ValueId root = record.view_of[v];
+    if (root == kNoValue || !record.plannable[root]) continue;
+    end[root] = std::max({end[root], last_reader_[v], producer[v]});
+  }
+  for (ValueId id : graph_.outputs) {
+    const ValueId root = record.view_of[id];
+    if (root != kNoValue) excluded[root] = true;
+  }
+  struct Item {
+    ValueId value;
+    size_t bytes;
+    int start, end;
+    size_t offset = 0;
+  };
+  constexpr size_t kAlignment = 64;
+  std::vector<Item> items;
+  MemoryPlan plan;
+  for (size_t v = 0; v < value_count; ++v) {
+    if (!record.plannable[v] || excluded[v] || producer[v] < 0) continue;
+    const size_t bytes = (std::max<size_t>(record.bytes[v], 1) + kAlignment - 1) / kAlignment * kAlignment;
+    items.push_back({static_cast<ValueId>(v), bytes, producer[v], end[v]});
+    plan.report.intermediate_bytes += record.bytes[v];
+  }
+  // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  std::vector<const Item*> placed;
+  for (Item& item : items) {
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, offset + bytes)
+    for (const Item* other : placed) {
+      if (other->start <= item.end && item.start <= other->end) busy.emplace_back(other->offset, other->offset + other->bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [begin, finish] : busy) {
+      if (offset + item.bytes <= begin) break;
+      offset = std::max(offset, finish);
+    }
+    item.offset = offset;
+    placed.push_back(&item);
+    plan.report.arena_bytes = std::max(plan.report.arena_bytes, offset + item.bytes);
+  }
+  plan.slots.resize(graph_.nodes.size());
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) plan.slots[n].assign(graph_.nodes[n].outputs.size(), {0, 0});
+  for (const Item& item : items) {
+    const Node& node = graph_.nodes[producer[item.value]];
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o] == item.value) plan.slots[producer[item.value]][o] = {item.offset, record.bytes[item.value]};
+    }
+  }
+  plan.report.planned_values = static_cast<int>(items.size());
+  return plan;
+}
+
+std::optional<MemoryPlanReport> Session::memory_plan(const std::vector<Shape>& input_shapes) const {
+  auto it = plans_.find(input_shapes);
+  if (it == plans_.end()) return std::nullopt;
+  return it->second.report;
 }
 
 }  // namespace inferd::runtime

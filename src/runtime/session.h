@@ -9,6 +9,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -20,6 +22,14 @@
 #include "runtime/passes/optimizer.h"
 
 namespace inferd::runtime {
+
+// What the memory plan for one set of input shapes does: intermediates live in one arena, at
+// offsets chosen so that values whose lifetimes overlap never share bytes.
+struct MemoryPlanReport {
+  size_t arena_bytes = 0;         // the arena this plan needs
+  size_t intermediate_bytes = 0;  // the sum of the intermediates it places (what a plan-less run allocates)
+  int planned_values = 0;
+};
 
 struct SessionOptions {
   const KernelRegistry* registry = nullptr;  // default: KernelRegistry::Default()
@@ -49,10 +59,32 @@ class Session {
   // The kernel of node i (e.g. to ask what implementation ran last).
   const Kernel& kernel(size_t node_index) const { return *kernels_[node_index]; }
 
+  // The memory plan used for inputs of these shapes (nullopt until a run with them has happened).
+  std::optional<MemoryPlanReport> memory_plan(const std::vector<Shape>& input_shapes) const;
+
  private:
+  // Memory planning: the first run with new input shapes allocates every output on its own and
+  // records sizes and which outputs are views of others (Reshape, Squeeze...); the plan built from
+  // that gives each later run one arena for all intermediates. Graph outputs are never in it (the
+  // caller keeps them), nor are views of inputs or initializers.
+  struct MemoryPlan {
+    // Per node, per output: offset and capacity in the arena; capacity 0 = not planned.
+    std::vector<std::vector<std::pair<size_t, size_t>>> slots;
+    MemoryPlanReport report;
+  };
+  // Up to this many plans (input shape sets) are kept; they share one arena, as runs never overlap.
+  static constexpr size_t kMaxPlans = 64;
+
   Session() = default;
   Status BuildKernels(const KernelRegistry& registry);
   Status CheckInput(size_t index, const Tensor& tensor) const;
+  // The allocations of a run without a plan, as BuildMemoryPlan reads them.
+  struct RunRecord {
+    std::vector<size_t> bytes;       // per value: size of its buffer when it owns it
+    std::vector<ValueId> view_of;    // per value: the value whose buffer it shares, or itself
+    std::vector<bool> plannable;     // per value: produced by a node into a buffer of its own
+  };
+  MemoryPlan BuildMemoryPlan(const RunRecord& record) const;
 
   Graph graph_;
   OptimizationReport optimization_;
@@ -60,7 +92,11 @@ class Session {
   // For each node, the values whose last reader it is: released after it runs so that peak memory
   // follows the graph's width, not its length.
   std::vector<std::vector<ValueId>> release_after_;
+  std::vector<int> last_reader_;  // per value: the last node reading it, -1 if none
   std::vector<double> node_seconds_;  // empty unless profiling
+  std::map<std::vector<Shape>, MemoryPlan> plans_;
+  std::shared_ptr<uint8_t[]> arena_;
+  size_t arena_size_ = 0;
 };
 
 }  // namespace inferd::runtime

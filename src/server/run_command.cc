@@ -195,13 +195,19 @@ int RunRun(const RunFlags& flags) {
   for (double l : latencies) total_ms += l;
   const double throughput = static_cast<double>(batch) * static_cast<double>(latencies.size()) / (total_ms / 1000.0);
   const double p50 = Percentile(latencies, 50), p90 = Percentile(latencies, 90), p99 = Percentile(latencies, 99);
+  std::vector<Shape> input_shapes;
+  for (const Tensor& input : *inputs) input_shapes.push_back(input.shape);
+  const runtime::MemoryPlanReport memory = (*session)->memory_plan(input_shapes).value_or(runtime::MemoryPlanReport{});
+  const double arena_mb = static_cast<double>(memory.arena_bytes) / (1 << 20);
+  const double intermediates_mb = static_cast<double>(memory.intermediate_bytes) / (1 << 20);
   if (flags.json) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
-                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"outputs\": [",
+                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"arena_mb\": %.2f, "
+                "\"intermediates_mb\": %.2f, \"outputs\": [",
                 flags.model.c_str(), static_cast<double>(usage.ru_maxrss) / 1024.0, load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
-                throughput);
+                throughput, arena_mb, intermediates_mb);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
                   std::string(DataTypeName(outputs[i].dtype)).c_str(), ShapeToString(outputs[i].shape).c_str());
@@ -212,6 +218,8 @@ int RunRun(const RunFlags& flags) {
                 (*session)->graph().nodes.size(), (*session)->graph().opset, load_ms, threads);
     std::printf("batch %lld, %zu runs after %d warm-up: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f items/s\n",
                 static_cast<long long>(batch), latencies.size(), flags.warmup, p50, p90, p99, throughput);
+    std::printf("memory plan: %.1f MB arena for %.1f MB of intermediates (%d values)\n", arena_mb, intermediates_mb,
+                memory.planned_values);
     for (const Tensor& output : outputs) {
       std::printf("output %s: %s %s\n", output.name.c_str(), std::string(DataTypeName(output.dtype)).c_str(),
                   ShapeToString(output.shape).c_str());

@@ -60,8 +60,11 @@ std::unique_ptr<Session> ExpectSameOutputs(const Graph& graph, const std::vector
   if (!plain.ok() || !optimized.ok()) return nullptr;
   std::vector<Tensor> expected, actual;
   EXPECT_TRUE((*plain)->Run(inputs, &expected).ok());
-  Status status = (*optimized)->Run(inputs, &actual);
-  EXPECT_TRUE(status.ok()) << status.ToString();
+  // Twice: the first run records allocations, the second runs in the memory plan's arena.
+  for (int run = 0; run < 2; ++run) {
+    Status status = (*optimized)->Run(inputs, &actual);
+    EXPECT_TRUE(status.ok()) << status.ToString();
+  }
   EXPECT_EQ(expected.size(), actual.size());
   for (size_t o = 0; o < std::min(expected.size(), actual.size()); ++o) {
     EXPECT_EQ(expected[o].shape, actual[o].shape);
@@ -363,6 +366,68 @@ TEST(PassesTest, ReferenceKernelsGetNoBlockedLayouts) {
   EXPECT_EQ(Count(**session, "Reorder"), 0);
   std::vector<Tensor> inputs{Random({1, 3, 5, 5}, 2)}, out;
   EXPECT_TRUE((*session)->Run(inputs, &out).ok());
+}
+
+// The memory plan: later runs put intermediates in one arena smaller than their sum, views
+// (Reshape) keep their buffer alive as long as they are read, and each input shape set gets its
+// own plan.
+TEST(MemoryPlanTest, ArenaRunsGiveTheSameOutputsForEveryShape) {
+  Tensor shape;
+  int64_t* dims = AllocateOutputAs<int64_t>(&shape, DataType::kInt64, {2}).value();
+  dims[0] = 0;
+  dims[1] = -1;
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("shape", shape)
+                .Op("Exp", {"x"}, {"a"})
+                .Op("Reshape", {"a", "shape"}, {"view"})  // a view of a: a's buffer must outlive it
+                .Op("Tanh", {"x"}, {"b"})
+                .Op("Sigmoid", {"b"}, {"c"})
+                .Op("Neg", {"c"}, {"d"})
+                .Op("Abs", {"d"}, {"e"})
+                .Op("Flatten", {"e"}, {"f"})
+                .Op("Add", {"f", "view"}, {"y"})
+                .Output("y")
+                .graph();
+  auto reference = Session::FromGraph(g, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(reference.ok() && session.ok());
+  for (int64_t batch : {2, 5, 2, 1, 5}) {
+    std::vector<Tensor> inputs{Random({batch, 3, 4}, static_cast<uint32_t>(batch))}, expected, actual;
+    ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+    for (int run = 0; run < 2; ++run) ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+    ASSERT_EQ(actual[0].shape, expected[0].shape);
+    for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+      ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-5) << "batch " << batch;
+    }
+    auto plan = (*session)->memory_plan({inputs[0].shape});
+    ASSERT_TRUE(plan.has_value());
+    EXPECT_LT(plan->arena_bytes, plan->intermediate_bytes);
+    EXPECT_GE(plan->planned_values, 4);
+  }
+}
+
+TEST(MemoryPlanTest, ComputedWeightsInTheArenaAreNotMistakenForLastRunsWeights) {
+  // The Conv caches weights reordered for oneDNN per weights buffer; computed weights come back
+  // at the same arena address every run with new contents.
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Input("w")
+                .Op("Neg", {"w"}, {"negated"})
+                .Op("Conv", {"x", "negated"}, {"y"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Output("y")
+                .graph();
+  auto reference = Session::FromGraph(g, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(reference.ok() && session.ok());
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    std::vector<Tensor> inputs{Random({1, 16, 6, 6}, 100), Random({16, 16, 3, 3}, seed)}, expected, actual;
+    ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+    ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+    for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+      ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-3) << "run " << seed;
+    }
+  }
 }
 
 }  // namespace

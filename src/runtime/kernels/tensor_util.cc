@@ -11,14 +11,22 @@ StatusOr<uint8_t*> AllocateOutput(Tensor* out, DataType dtype, const Shape& shap
     return Status::Unimplemented("cannot allocate a " + std::string(DataTypeName(dtype)) + " tensor");
   }
   size_t bytes = static_cast<size_t>(elements) * element_size;
-  // At least one byte, so an empty tensor still has a valid (never read) pointer.
-  MutableBuffer buffer = AllocateBuffer(std::max<size_t>(bytes, 1));
+  uint8_t* data = TakeOutputBuffer(out, bytes);
   out->dtype = dtype;
   out->shape = shape;
   out->byte_size = bytes;
-  uint8_t* data = buffer.get();
-  out->data = AliasData(buffer.memory, data);
   return data;
+}
+
+uint8_t* TakeOutputBuffer(Tensor* out, size_t bytes) {
+  if (IsArenaSlot(*out) && out->byte_size >= bytes) {
+    // The session's arena is writable memory it lent to this output (session.h).
+    return const_cast<uint8_t*>(out->data.get());
+  }
+  // At least one byte, so an empty tensor still has a valid (never read) pointer.
+  MutableBuffer buffer = AllocateBuffer(std::max<size_t>(bytes, 1));
+  out->data = AliasData(buffer.memory, buffer.get());
+  return buffer.get();
 }
 
 void AliasOutput(Tensor* out, const Tensor& in, Shape shape) {

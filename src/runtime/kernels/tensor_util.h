@@ -17,8 +17,23 @@ namespace inferd::runtime {
 // Expand, Tile), so an absurd one must become an error, not an allocation.
 inline constexpr int64_t kMaxKernelElements = int64_t{1} << 34;
 
-// Gives `out` a fresh buffer for `shape` and returns where to write.
+// Gives `out` a buffer for `shape` and returns where to write: the place the session's memory plan
+// reserved for it when there is one (see IsArenaSlot), a fresh buffer otherwise.
 StatusOr<uint8_t*> AllocateOutput(Tensor* out, DataType dtype, const Shape& shape);
+
+// Before a node runs, the session may put in each output the place its memory plan reserved for
+// it: a Tensor with data and a capacity (byte_size) but no element type yet.
+inline bool IsArenaSlot(const Tensor& t) { return t.data != nullptr && t.dtype == DataType::kInvalid; }
+// `bytes` for `out`: its arena slot if it has one that fits, else a fresh buffer. Sets out->data
+// only (the caller sets the type, shape and byte size).
+uint8_t* TakeOutputBuffer(Tensor* out, size_t bytes);
+
+// Whether two tensors hold the same buffer from the same allocation, for kernels that cache work
+// done on an input (reordered weights). The address alone is not enough: an arena slot comes back
+// at the same address every run with new contents, under a new owner each run.
+inline bool SameBuffer(const std::shared_ptr<const uint8_t>& a, const std::shared_ptr<const uint8_t>& b) {
+  return a.get() == b.get() && !a.owner_before(b) && !b.owner_before(a);
+}
 
 template <typename T>
 StatusOr<T*> AllocateOutputAs(Tensor* out, DataType dtype, const Shape& shape) {

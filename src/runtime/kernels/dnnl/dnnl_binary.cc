@@ -114,7 +114,7 @@ class DnnlBinary final : public Kernel {
 
   // The plain operand `src` (rank <= 4, broadcasting onto the output) in the blocked layout.
   StatusOr<const Tensor*> BlockedSecondOperand(const Tensor& src) {
-    if (src.data == reordered_source_) return &reordered_;
+    if (SameBuffer(src.data, reordered_source_) && reordered_.shape.size() == 4) return &reordered_;
     Shape padded = src.shape;
     padded.insert(padded.begin(), 4 - std::min<size_t>(padded.size(), 4), 1);
     if (padded.size() != 4) return Status::InvalidArgument("binary: operand of rank above 4 on a blocked tensor");

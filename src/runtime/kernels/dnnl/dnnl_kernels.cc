@@ -257,7 +257,7 @@ class DnnlConv final : public Kernel {
   }
 
   Status PrepareWeights(Plan* plan, const Tensor& w) {
-    if (plan->weights_source == w.data) return Status::Ok();
+    if (SameBuffer(plan->weights_source, w.data)) return Status::Ok();
     dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
     if (plan->pd.weights_desc() == plan->plain_weights_desc) {
       plan->weights = plain;

@@ -71,12 +71,12 @@ StatusOr<Layouts> ReadLayouts(const Node& node) {
 StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
   ASSIGN_OR_RETURN(int64_t elements, ElementCount(shape, kMaxKernelElements));
   (void)elements;  // the check; the size comes from the descriptor (padding included)
-  MutableBuffer buffer = AllocateBuffer(desc.get_size());
+  const size_t bytes = desc.get_size();
+  uint8_t* data = TakeOutputBuffer(out, bytes);
   out->dtype = DataType::kFp32;
   out->shape = shape;
-  out->byte_size = buffer.size;
-  out->data = AliasData(buffer.memory, buffer.get());
-  return reinterpret_cast<float*>(buffer.get());
+  out->byte_size = bytes;
+  return reinterpret_cast<float*>(data);
 }
 
 Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst) {

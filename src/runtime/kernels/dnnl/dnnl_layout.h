@@ -33,7 +33,8 @@ struct Layouts {
 };
 StatusOr<Layouts> ReadLayouts(const Node& node);
 
-// Gives `out` a fresh FP32 buffer of `desc`'s size (padding included) for a tensor of `shape`.
+// Gives `out` an FP32 buffer of `desc`'s size (padding included) for a tensor of `shape`: its arena
+// slot when it has one that fits (kernels/tensor_util.h), a fresh buffer otherwise.
 StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc);
 
 // Copies `src` (laid out as `from`) into a fresh tensor laid out as `to`.
