@@ -14,4 +14,10 @@ bool SetIntraOpThreads(int threads) {
   return true;
 }
 
+int IntraOpThreads() {
+  using GetMaxThreads = int (*)();
+  static const auto get_max_threads = reinterpret_cast<GetMaxThreads>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  return get_max_threads == nullptr ? 1 : get_max_threads();
+}
+
 }  // namespace inferd::runtime

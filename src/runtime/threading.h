@@ -8,5 +8,7 @@ namespace inferd::runtime {
 // Sets the OpenMP team size for parallel regions started by the calling thread. Returns false when
 // no OpenMP runtime is loaded (then oneDNN runs sequentially anyway).
 bool SetIntraOpThreads(int threads);
+// The team size parallel regions started by the calling thread get (1 without OpenMP).
+int IntraOpThreads();
 
 }  // namespace inferd::runtime

@@ -59,7 +59,8 @@ void RegisterShapeKernels(KernelRegistry* registry);
 void RegisterReduceKernels(KernelRegistry* registry);
 void RegisterNnKernels(KernelRegistry* registry);
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
-void RegisterDnnlKernels(KernelRegistry* registry);
+void RegisterDnnlConvKernels(KernelRegistry* registry);
+void RegisterDnnlMatmulKernels(KernelRegistry* registry);
 void RegisterDnnlEltwiseKernels(KernelRegistry* registry);
 void RegisterDnnlPoolKernels(KernelRegistry* registry);
 void RegisterDnnlBinaryKernels(KernelRegistry* registry);

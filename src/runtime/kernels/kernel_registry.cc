@@ -50,7 +50,8 @@ const KernelRegistry& KernelRegistry::Reference() {
 const KernelRegistry& KernelRegistry::Default() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry(Reference());
-    RegisterDnnlKernels(r);
+    RegisterDnnlConvKernels(r);
+    RegisterDnnlMatmulKernels(r);
     RegisterDnnlEltwiseKernels(r);
     RegisterDnnlPoolKernels(r);
     RegisterDnnlBinaryKernels(r);

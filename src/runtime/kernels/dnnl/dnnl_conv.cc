@@ -1,0 +1,227 @@
+// oneDNN convolution. Each kernel keeps one primitive per input shape (oneDNN's lifecycle: memory
+// desc -> primitive desc -> primitive -> execute) and falls back to the reference kernel for what
+// oneDNN cannot run (other element types, shapes it rejects).
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/dnnl/dnnl_layout.h"
+#include "runtime/kernels/dnnl/dnnl_post_ops.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/post_ops.h"
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/kernels/window.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace dnnl_kernels;
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+using tag = dnnl::memory::format_tag;
+
+const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
+
+// ---- Conv ----
+
+// Each tensor has the layout the layout pass gave it (plain, or blocked when the pass keeps a chain
+// of convolutions blocked); the primitive has the layout oneDNN picked. Reorders run only where the
+// two differ, which after layout propagation is at the edges of a chain.
+class DnnlConv final : public Kernel {
+ public:
+  DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
+           std::unique_ptr<Kernel> fallback)
+      : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
+        fallback_(std::move(fallback)) {}
+
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    const Tensor* x = Input(in, 0);
+    const Tensor* w = Input(in, 1);
+    if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != DataType::kFp32 ||
+        x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size()) {
+      return Fallback(in, out);
+    }
+    const Tensor* residual = ResidualOf(post_ops_, in);
+    Plan* plan = nullptr;
+    RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, residual, &plan));
+    if (plan == nullptr) return Fallback(in, out);  // oneDNN rejected this shape
+    last_ = plan->pd.impl_info_str();
+    return Guarded("Conv", [&]() -> Status {
+      RETURN_IF_ERROR(PrepareWeights(plan, *w));
+      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc));
+      dnnl::stream& stream = ThreadStream();
+      dnnl::memory src = Wrap(plan->src_desc, x->data.get());
+      dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
+      if (plan->src_reorder) {
+        plan->src_reorder.execute(stream, src, plan->primitive_src);
+        src = plan->primitive_src;
+      }
+      dnnl::memory target = plan->dst_reorder ? plan->primitive_dst : tensor_dst;
+      if (plan->post_ops.add_as_sum) {
+        // The sum post-op adds onto what the destination holds: put the residual there.
+        if (plan->residual_reorder) {
+          dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
+          plan->residual_reorder.execute(stream, residual_memory, target);
+        } else {
+          std::memcpy(target.get_data_handle(), residual->data.get(), plan->pd.dst_desc().get_size());
+        }
+      }
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, target}};
+      if (const Tensor* b = Input(in, 2)) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, b->data.get()));
+      AddResidualArgument(plan->post_ops, residual, &args);
+      plan->primitive.execute(stream, args);
+      if (plan->dst_reorder) plan->dst_reorder.execute(stream, plan->primitive_dst, tensor_dst);
+      stream.wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  struct Plan {
+    bool usable = false;
+    Shape out_shape;
+    // The tensors' own layouts (plain or blocked, as the layout pass decided).
+    dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
+    dnnl::convolution_forward::primitive_desc pd;
+    dnnl::convolution_forward primitive;
+    FusedPostOps post_ops;
+    // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
+    dnnl::reorder src_reorder, dst_reorder, residual_reorder;
+    dnnl::memory primitive_src, primitive_dst;
+    // Weights reordered into the primitive's layout, for the weights buffer they came from (held,
+    // so its address cannot be reused by another tensor while we compare against it).
+    std::shared_ptr<const uint8_t> weights_source;
+    dnnl::memory weights;
+  };
+
+  Status Fallback(Inputs in, Outputs out) {
+    return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
+  }
+
+  Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
+    auto key = std::make_tuple(x.shape, w.shape, ShapeOrEmpty(residual));
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan created;
+      Status status = Guarded("Conv", [&] { return CreatePlan(x.shape, w.shape, has_bias, residual, &created); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(created)).first;
+    }
+    *plan = it->second.usable ? &it->second : nullptr;
+    return Status::Ok();
+  }
+
+  Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, const Tensor* residual, Plan* plan) {
+    const int64_t filters = w_shape[0], group_channels = w_shape[1];
+    if (x_shape[1] != group_channels * group_ || filters % group_) {
+      return Status::InvalidArgument("Conv: channels do not match groups");
+    }
+    WindowAttributes w = window_;
+    if (w.kernel.empty()) w.kernel.assign(w_shape.begin() + 2, w_shape.end());
+    Shape in_spatial(x_shape.begin() + 2, x_shape.end());
+    std::vector<int64_t> out_spatial;
+    RETURN_IF_ERROR(ResolveWindow(&w, in_spatial, &out_spatial));
+    const size_t dims = in_spatial.size();
+    dnnl::memory::dims strides(w.strides.begin(), w.strides.end()), dilations, pad_l, pad_r;
+    for (size_t d = 0; d < dims; ++d) {
+      dilations.push_back(w.dilations[d] - 1);  // oneDNN counts the gaps
+      pad_l.push_back(w.pads[d]);
+      // oneDNN wants the right padding the output actually uses.
+      const int64_t extent = w.dilations[d] * (w.kernel[d] - 1) + 1;
+      pad_r.push_back((out_spatial[d] - 1) * w.strides[d] + extent - in_spatial[d] - w.pads[d]);
+    }
+    plan->out_shape = {x_shape[0], filters};
+    plan->out_shape.insert(plan->out_shape.end(), out_spatial.begin(), out_spatial.end());
+    if ((layouts_.input(0) && x_shape.size() != 4) || (layouts_.output(0) && plan->out_shape.size() != 4)) {
+      return Status::Ok();  // not usable: blocked layouts are 4-D
+    }
+    plan->src_desc = LayoutDesc(x_shape, layouts_.input(0));
+    plan->dst_desc = LayoutDesc(plan->out_shape, layouts_.output(0));
+    dnnl::memory::dims weight_dims = ToDims(w_shape);
+    if (group_ > 1) {
+      weight_dims[0] = filters / group_;
+      weight_dims.insert(weight_dims.begin(), group_);
+    }
+    plan->plain_weights_desc = PlainDesc(weight_dims);
+    dnnl::memory::desc any_weights(weight_dims, dnnl::memory::data_type::f32, tag::any);
+    plan->bias_desc = PlainDesc({filters});
+    auto make_desc = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
+      return has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                        dnnl::algorithm::convolution_direct, src, any_weights,
+                                                        plan->bias_desc, dst, strides, dilations, pad_l, pad_r)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                        dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                                        strides, dilations, pad_l, pad_r);
+    };
+    const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
+      return Status::Ok();  // not usable
+    }
+    // Let oneDNN pick the activation layout; keep the tensors' layouts if its pick is a reference kernel.
+    dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
+    dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
+    plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(src_any, dst_any), plan->post_ops.attr, Engine());
+    if (std::string(plan->pd.impl_info_str()).rfind("ref", 0) == 0) {
+      plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(plan->src_desc, plan->dst_desc),
+                                                           plan->post_ops.attr, Engine());
+    }
+    if (plan->pd.src_desc() != plan->src_desc) {
+      plan->primitive_src = dnnl::memory(plan->pd.src_desc(), Engine());
+      plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), plan->pd.src_desc()));
+    }
+    if (plan->pd.dst_desc() != plan->dst_desc) {
+      plan->primitive_dst = dnnl::memory(plan->pd.dst_desc(), Engine());
+      plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->pd.dst_desc(), Engine(), plan->dst_desc));
+    }
+    if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != plan->pd.dst_desc()) {
+      plan->residual_reorder = dnnl::reorder(
+          dnnl::reorder::primitive_desc(Engine(), plan->post_ops.residual_desc, Engine(), plan->pd.dst_desc()));
+    }
+    plan->primitive = dnnl::convolution_forward(plan->pd);
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  Status PrepareWeights(Plan* plan, const Tensor& w) {
+    if (SameBuffer(plan->weights_source, w.data)) return Status::Ok();
+    dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
+    if (plan->pd.weights_desc() == plan->plain_weights_desc) {
+      plan->weights = plain;
+    } else {
+      plan->weights = dnnl::memory(plan->pd.weights_desc(), Engine());
+      dnnl::reorder(plain, plan->weights).execute(ThreadStream(), plain, plan->weights);
+    }
+    plan->weights_source = w.data;
+    return Status::Ok();
+  }
+
+  WindowAttributes window_;
+  int64_t group_;
+  std::vector<PostOp> post_ops_;
+  Layouts layouts_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::tuple<Shape, Shape, Shape>, Plan> plans_;
+  std::string last_;  // empty: the fallback ran
+};
+
+}  // namespace
+
+void RegisterDnnlConvKernels(KernelRegistry* r) {
+  KernelFactory conv_reference = FactoryBefore(*r, "Conv");
+  r->Register("Conv", 1, [conv_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, conv_reference(node, opset));
+    ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+    ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
+    ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
+                                                              std::move(layouts), std::move(fallback)));
+  });
+}
+
+}  // namespace inferd::runtime

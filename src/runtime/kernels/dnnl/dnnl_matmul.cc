@@ -1,0 +1,266 @@
+// oneDNN MatMul and Gemm: one oneDNN matmul primitive per input shape, falling back to the
+// reference kernel for what oneDNN cannot run.
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/dnnl/dnnl_layout.h"
+#include "runtime/kernels/dnnl/dnnl_post_ops.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/post_ops.h"
+#include "runtime/kernels/tensor_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace dnnl_kernels;
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+using tag = dnnl::memory::format_tag;
+
+const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
+
+// ---- MatMul and Gemm (both oneDNN matmul) ----
+
+struct MatmulPlan {
+  bool usable = false;
+  std::string implementation;
+  FusedPostOps post_ops;
+  // oneDNN would run the fused post-ops only on its reference path (a residual broadcast along the
+  // batch dims): the matmul runs without them and ApplyPostOps adds them after.
+  bool post_ops_after = false;
+  Shape out_shape;
+  dnnl::memory::desc a_desc, b_desc, bias_desc, dst_desc;
+  dnnl::matmul primitive;
+};
+
+class DnnlMatMul final : public Kernel {
+ public:
+  DnnlMatMul(std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback)
+      : post_ops_(std::move(post_ops)), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    const Tensor* a = Input(in, 0);
+    const Tensor* b = Input(in, 1);
+    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
+        a->shape.size() < 2 || b->shape.size() < 2) {
+      return fallback_->Run(in, out);
+    }
+    const Tensor* residual = ResidualOf(post_ops_, in);
+    auto key = std::make_tuple(a->shape, b->shape, ShapeOrEmpty(residual));
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      MatmulPlan plan;
+      Status status = Guarded("MatMul", [&] { return CreatePlan(a->shape, b->shape, residual, &plan); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    MatmulPlan& plan = it->second;
+    if (!plan.usable) return fallback_->Run(in, out);
+    last_ = plan.implementation;
+    return Guarded("MatMul", [&]() -> Status {
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
+                                                 {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
+                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+      AddResidualArgument(plan.post_ops, residual, &args);
+      plan.primitive.execute(ThreadStream(), args);
+      ThreadStream().wait();
+      if (plan.post_ops_after) return ApplyPostOps(post_ops_, residual, &out[0]);
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* residual, MatmulPlan* plan) {
+    const size_t rank = std::max(a_shape.size(), b_shape.size());
+    Shape a = a_shape, b = b_shape;
+    a.insert(a.begin(), rank - a.size(), 1);  // oneDNN wants equal ranks; ones broadcast
+    b.insert(b.begin(), rank - b.size(), 1);
+    if (a[rank - 1] != b[rank - 2]) return Status::InvalidArgument("MatMul: inner dims differ");
+    Shape out(rank);
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (a[d] != b[d] && a[d] != 1 && b[d] != 1) return Status::InvalidArgument("MatMul: batch dims differ");
+      out[d] = std::max(a[d], b[d]);
+    }
+    out[rank - 2] = a[rank - 2];
+    out[rank - 1] = b[rank - 1];
+    plan->out_shape = Shape(out.end() - static_cast<int64_t>(std::max(a_shape.size(), b_shape.size())), out.end());
+    std::optional<Tensor> flat_residual;
+    if (FlattensToOneGemm(a, b, out, residual, &flat_residual)) {
+      const int64_t rows = ElementsOf(Tensor{.shape = out}) / out[rank - 1];
+      a = {rows, a[rank - 1]};
+      b = {b[rank - 2], b[rank - 1]};
+      out = {rows, out[rank - 1]};
+      if (flat_residual) residual = &*flat_residual;
+    }
+    plan->a_desc = PlainDesc(ToDims(a));
+    plan->b_desc = PlainDesc(ToDims(b));
+    plan->dst_desc = PlainDesc(ToDims(out));
+    if (!BuildPostOps(post_ops_, out, residual, &plan->post_ops)) return Status::Ok();  // not usable
+    dnnl::matmul::desc desc(plan->a_desc, plan->b_desc, plan->dst_desc);
+    dnnl::matmul::primitive_desc pd(desc, plan->post_ops.attr, Engine());
+    if (!post_ops_.empty() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+      plan->post_ops = FusedPostOps();
+      plan->post_ops_after = true;
+      pd = dnnl::matmul::primitive_desc(desc, Engine());
+    }
+    plan->implementation = pd.impl_info_str();
+    plan->primitive = dnnl::matmul(pd);
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  // [..., M, K] x [K, N] (B without batch dims, as in every Linear layer) is one [rows, K] x [K, N]
+  // product: oneDNN's batched path would run one small GEMM per batch entry (per token, for a
+  // sequence-first transformer) on one thread. A residual must fit the flat view too.
+  static bool FlattensToOneGemm(const Shape& a, const Shape& b, const Shape& out, const Tensor* residual,
+                                std::optional<Tensor>* flat_residual) {
+    const size_t rank = out.size();
+    if (rank < 3) return false;
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (b[d] != 1) return false;
+    }
+    (void)a;
+    if (residual == nullptr) return true;
+    Shape padded = residual->shape;
+    padded.insert(padded.begin(), rank - std::min(rank, padded.size()), 1);
+    Tensor view;
+    view.dtype = residual->dtype;
+    view.data = residual->data;
+    view.byte_size = residual->byte_size;
+    if (padded == out) {
+      view.shape = {ElementsOf(Tensor{.shape = out}) / out[rank - 1], out[rank - 1]};
+    } else if (std::all_of(padded.begin(), padded.end() - 1, [](int64_t d) { return d == 1; })) {
+      view.shape = {1, padded[rank - 1]};
+    } else {
+      return false;
+    }
+    *flat_residual = std::move(view);
+    return true;
+  }
+
+  std::vector<PostOp> post_ops_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::tuple<Shape, Shape, Shape>, MatmulPlan> plans_;
+  std::string last_;
+};
+
+// Gemm: Y = alpha * A' * B' + beta * C. oneDNN runs it when beta is 0 or 1 (C as the bias).
+class DnnlGemm final : public Kernel {
+ public:
+  DnnlGemm(float alpha, float beta, bool trans_a, bool trans_b, std::vector<PostOp> post_ops,
+           std::unique_ptr<Kernel> fallback)
+      : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), post_ops_(std::move(post_ops)),
+        fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    const Tensor* a = Input(in, 0);
+    const Tensor* b = Input(in, 1);
+    const Tensor* c = beta_ != 0 ? Input(in, 2) : nullptr;
+    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
+        a->shape.size() != 2 || b->shape.size() != 2 || (c != nullptr && (beta_ != 1 || c->dtype != DataType::kFp32))) {
+      return fallback_->Run(in, out);
+    }
+    const Tensor* residual = ResidualOf(post_ops_, in);
+    auto key = std::make_tuple(a->shape, b->shape, c != nullptr, ShapeOrEmpty(c), ShapeOrEmpty(residual));
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      MatmulPlan plan;
+      Status status = Guarded("Gemm", [&] { return CreatePlan(a->shape, b->shape, c, residual, &plan); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    MatmulPlan& plan = it->second;
+    if (!plan.usable) return fallback_->Run(in, out);
+    last_ = plan.implementation;
+    return Guarded("Gemm", [&]() -> Status {
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
+                                                 {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
+                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+      if (c != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, c->data.get()));
+      AddResidualArgument(plan.post_ops, residual, &args);
+      plan.primitive.execute(ThreadStream(), args);
+      ThreadStream().wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* c, const Tensor* residual,
+                    MatmulPlan* plan) {
+    const int64_t m = trans_a_ ? a_shape[1] : a_shape[0], k = trans_a_ ? a_shape[0] : a_shape[1];
+    const int64_t n = trans_b_ ? b_shape[0] : b_shape[1];
+    if ((trans_b_ ? b_shape[1] : b_shape[0]) != k) return Status::InvalidArgument("Gemm: inner dims differ");
+    // A transposed is A's buffer read with swapped strides; no copy.
+    plan->a_desc = dnnl::memory::desc({m, k}, dnnl::memory::data_type::f32,
+                                      trans_a_ ? dnnl::memory::dims{1, m} : dnnl::memory::dims{k, 1});
+    plan->b_desc = dnnl::memory::desc({k, n}, dnnl::memory::data_type::f32,
+                                      trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
+    plan->dst_desc = PlainDesc({m, n});
+    plan->out_shape = {m, n};
+    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
+    dnnl::primitive_attr& attr = plan->post_ops.attr;
+    if (alpha_ != 1) attr.set_output_scales(0, {alpha_});
+    if (c != nullptr) {
+      // C broadcasts onto (M, N) from its trailing dims: [], [N], [1, N], [M, 1], [M, N]...
+      Shape padded = c->shape;
+      if (padded.size() > 2) return Status::InvalidArgument("Gemm: C has rank above 2");
+      padded.insert(padded.begin(), 2 - padded.size(), 1);
+      if ((padded[0] != 1 && padded[0] != m) || (padded[1] != 1 && padded[1] != n)) {
+        return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
+      }
+      plan->bias_desc = PlainDesc(ToDims(padded));
+      // oneDNN adds the bias after the output scale; alpha must then be 1 for Y = alpha*AB + C.
+      if (alpha_ != 1) return Status::Internal("Gemm: alpha != 1 with C runs on the reference kernel");
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->bias_desc, plan->dst_desc), attr, Engine());
+      plan->implementation = pd.impl_info_str();
+      plan->primitive = dnnl::matmul(pd);
+    } else {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->dst_desc), attr, Engine());
+      plan->implementation = pd.impl_info_str();
+      plan->primitive = dnnl::matmul(pd);
+    }
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  float alpha_, beta_;
+  bool trans_a_, trans_b_;
+  std::vector<PostOp> post_ops_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::tuple<Shape, Shape, bool, Shape, Shape>, MatmulPlan> plans_;
+  std::string last_;
+};
+
+
+}  // namespace
+
+void RegisterDnnlMatmulKernels(KernelRegistry* r) {
+  KernelFactory matmul_reference = FactoryBefore(*r, "MatMul");
+  r->Register("MatMul", 1, [matmul_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, matmul_reference(node, opset));
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlMatMul>(std::move(post_ops), std::move(fallback)));
+  });
+  KernelFactory gemm_reference = FactoryBefore(*r, "Gemm");
+  r->Register("Gemm", 6, [gemm_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, gemm_reference(node, opset));
+    ASSIGN_OR_RETURN(float alpha, node.Float("alpha", 1.0f));
+    ASSIGN_OR_RETURN(float beta, node.Float("beta", 1.0f));
+    ASSIGN_OR_RETURN(int64_t trans_a, node.Int("transA", 0));
+    ASSIGN_OR_RETURN(int64_t trans_b, node.Int("transB", 0));
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlGemm>(alpha, beta, trans_a != 0, trans_b != 0,
+                                                              std::move(post_ops), std::move(fallback)));
+  });
+}
+}  // namespace inferd::runtime

@@ -1,0 +1,135 @@
+#include "runtime/tuning.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <limits>
+#include <vector>
+
+#include "runtime/threading.h"
+
+namespace inferd::runtime {
+namespace {
+
+thread_local TuningSettings current_settings;
+
+// What timings depend on: the instruction set oneDNN uses, its version, and the thread count.
+std::string MachineLine() {
+  const dnnl_version_t* version = dnnl_version();
+  return "# inferd tuning cache; onednn " + std::to_string(version->major) + "." + std::to_string(version->minor) +
+         " isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + " threads " +
+         std::to_string(IntraOpThreads());
+}
+
+}  // namespace
+
+StatusOr<TuneMode> ParseTuneMode(std::string_view text) {
+  if (text == "off") return TuneMode::kOff;
+  if (text == "fast") return TuneMode::kFast;
+  if (text == "full") return TuneMode::kFull;
+  return Status::InvalidArgument("tune mode must be off, fast or full, got '" + std::string(text) + "'");
+}
+
+std::string_view TuneModeName(TuneMode mode) {
+  switch (mode) {
+    case TuneMode::kOff: return "off";
+    case TuneMode::kFast: return "fast";
+    case TuneMode::kFull: return "full";
+  }
+  return "?";
+}
+
+TuningCache::TuningCache(std::filesystem::path path) : path_(std::move(path)) {}
+
+void TuningCache::Load() {
+  if (path_.empty()) return;
+  std::ifstream in(path_);
+  std::string line;
+  if (!in || !std::getline(in, line) || line != MachineLine()) return;
+  std::lock_guard lock(mutex_);
+  while (std::getline(in, line)) {
+    const size_t tab = line.rfind('\t');
+    if (tab == std::string::npos) continue;
+    try {
+      choices_[line.substr(0, tab)] = std::stoi(line.substr(tab + 1));
+    } catch (const std::exception&) {
+      // A damaged line only costs its timing.
+    }
+  }
+}
+
+Status TuningCache::SaveIfChanged() {
+  std::lock_guard lock(mutex_);
+  if (path_.empty() || !changed_) return Status::Ok();
+  changed_ = false;
+  // Written aside and renamed, so that a reader never sees half a file.
+  const std::filesystem::path temporary = path_.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << MachineLine() << "\n";
+    for (const auto& [key, choice] : choices_) out << key << "\t" << choice << "\n";
+    if (!out) return Status::Unavailable("cannot write the tuning cache " + temporary.string());
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path_, error);
+  if (error) return Status::Unavailable("cannot write the tuning cache " + path_.string() + ": " + error.message());
+  return Status::Ok();
+}
+
+std::optional<int> TuningCache::Find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = choices_.find(key);
+  if (it == choices_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuningCache::Put(const std::string& key, int choice) {
+  std::lock_guard lock(mutex_);
+  auto [it, inserted] = choices_.insert_or_assign(key, choice);
+  changed_ = changed_ || inserted;
+}
+
+size_t TuningCache::size() const {
+  std::lock_guard lock(mutex_);
+  return choices_.size();
+}
+
+TuningScope::TuningScope(TuningSettings settings) : previous_(current_settings) { current_settings = settings; }
+TuningScope::~TuningScope() { current_settings = previous_; }
+
+int ChooseFastest(const std::string& key, int candidates, int default_choice, const std::function<Status(int)>& run) {
+  const TuningSettings settings = current_settings;
+  if (settings.cache != nullptr) {
+    if (auto cached = settings.cache->Find(key); cached && *cached >= 0 && *cached < candidates) return *cached;
+  }
+  if (settings.mode == TuneMode::kOff || candidates < 2) return default_choice;
+  // One warm-up run (first-touch of the weights' packed copy), then the best of a few: the best,
+  // not the mean, because this machine's noise only ever adds time.
+  const int timed_runs = settings.mode == TuneMode::kFull ? 10 : 3;
+  int best = default_choice;
+  double best_seconds = std::numeric_limits<double>::infinity();
+  for (int candidate = 0; candidate < candidates; ++candidate) {
+    if (!run(candidate).ok()) continue;
+    double fastest = std::numeric_limits<double>::infinity();
+    bool failed = false;
+    for (int i = 0; i < timed_runs && !failed; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      failed = !run(candidate).ok();
+      fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    if (!failed && fastest < best_seconds) {
+      best_seconds = fastest;
+      best = candidate;
+    }
+  }
+  if (settings.cache != nullptr) settings.cache->Put(key, best);
+  return best;
+}
+
+std::filesystem::path TuningCachePath(const std::filesystem::path& model_path) {
+  return model_path.string() + ".tuning";
+}
+
+}  // namespace inferd::runtime

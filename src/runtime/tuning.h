@@ -1,0 +1,78 @@
+// Kernel auto-tuning. Where a kernel has several ways to run an op (a oneDNN GEMM or the same
+// product as a 1x1 convolution with pre-packed weights...), it times them on the first run with a
+// new shape and keeps the fastest. Choices are keyed by op and shapes, not by node, so the twelve
+// identical layers of a transformer tune once; they are cached in a file next to the model so a
+// restart skips the timing (the file records the CPU and thread count it was measured with, and
+// is ignored on any other).
+//
+// Kernels find the settings of the session running them through a thread-local scope that
+// Session::Run opens (a Session runs on one thread at a time).
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace inferd::runtime {
+
+enum class TuneMode {
+  kOff,   // no timing: each kernel's built-in default
+  kFast,  // each candidate timed over a few runs
+  kFull,  // more runs per candidate (steadier on a noisy machine)
+};
+StatusOr<TuneMode> ParseTuneMode(std::string_view text);  // "off", "fast", "full"
+std::string_view TuneModeName(TuneMode mode);
+
+class TuningCache {
+ public:
+  // An empty path keeps choices in memory only.
+  explicit TuningCache(std::filesystem::path path = {});
+  // Reads the file if it exists and was written on this machine setup; a missing or foreign file
+  // is not an error (tuning starts over).
+  void Load();
+  // Writes the file if there are new choices. Best effort: a read-only model folder only costs
+  // the timing at the next start; the error is returned for the caller to log.
+  Status SaveIfChanged();
+
+  std::optional<int> Find(const std::string& key) const;
+  void Put(const std::string& key, int choice);
+  size_t size() const;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  mutable std::mutex mutex_;  // instances of one model share the cache
+  std::map<std::string, int> choices_;
+  bool changed_ = false;
+};
+
+// What the current thread's session wants (set by Session::Run for the kernels it runs).
+struct TuningSettings {
+  TuneMode mode = TuneMode::kFast;
+  TuningCache* cache = nullptr;
+};
+class TuningScope {
+ public:
+  explicit TuningScope(TuningSettings settings);
+  ~TuningScope();
+  TuningScope(const TuningScope&) = delete;
+  TuningScope& operator=(const TuningScope&) = delete;
+
+ private:
+  TuningSettings previous_;
+};
+
+// Picks among `candidates` ways to run an op: the cached choice for `key`, else (tuning on) the
+// one that `run(i)` executes fastest, else `default_choice`. `run` executes candidate i once on
+// the real inputs; an error from it drops that candidate.
+int ChooseFastest(const std::string& key, int candidates, int default_choice, const std::function<Status(int)>& run);
+
+// The cache file for a model: MODEL.onnx -> MODEL.onnx.tuning next to it.
+std::filesystem::path TuningCachePath(const std::filesystem::path& model_path);
+
+}  // namespace inferd::runtime
