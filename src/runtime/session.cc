@@ -8,11 +8,13 @@
 
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/onnx/onnx_import.h"
+#include "runtime/threading.h"
 
 namespace inferd::runtime {
 
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& model_path, SessionOptions options) {
   ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(model_path));
+  if (options.persist_tuning && options.tuning_cache.empty()) options.tuning_cache = TuningCachePath(model_path);
   auto session = FromGraph(std::move(graph), options);
   if (!session.ok()) return session.status().WithPrefix(model_path.string());
   return session;
@@ -21,6 +23,10 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& mo
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOptions options) {
   std::unique_ptr<Session> session(new Session());
   session->graph_ = std::move(graph);
+  session->tune_ = options.tune;
+  const int threads = options.intra_op_threads > 0 ? options.intra_op_threads : IntraOpThreads();
+  session->tuning_cache_ = std::make_unique<TuningCache>(options.persist_tuning ? options.tuning_cache : "", threads);
+  session->tuning_cache_->Load();
   const KernelRegistry& registry = options.registry ? *options.registry : KernelRegistry::Default();
   if (options.optimize) {
     OptimizerOptions optimizer_options;
@@ -156,6 +162,7 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
 
   std::vector<const Tensor*> node_inputs;
   std::vector<Tensor> node_outputs;
+  const TuningScope tuning_scope({tune_, tuning_cache_.get()});
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     node_inputs.clear();
@@ -217,6 +224,9 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     }
     plans_.emplace(std::move(input_shapes), std::move(built));
   }
+  // New timings persist at once (a no-op otherwise). A folder we cannot write only costs the
+  // timing again at the next start.
+  (void)tuning_cache_->SaveIfChanged();
   return Status::Ok();
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/ir/graph.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/passes/optimizer.h"
+#include "runtime/tuning.h"
 
 namespace inferd::runtime {
 
@@ -34,6 +35,12 @@ struct MemoryPlanReport {
 struct SessionOptions {
   const KernelRegistry* registry = nullptr;  // default: KernelRegistry::Default()
   bool optimize = true;                      // run the optimizer passes (passes/optimizer.h)
+  TuneMode tune = TuneMode::kFast;           // kernel auto-tuning (runtime/tuning.h)
+  // Where tuning choices persist. Load() uses TuningCachePath(model) unless this is set; empty
+  // after that (FromGraph) keeps them in memory.
+  std::filesystem::path tuning_cache;
+  bool persist_tuning = true;  // false: Load() keeps choices in memory too
+  int intra_op_threads = 0;    // what runs will use, for the tuning cache (0: the calling thread's)
 };
 
 class Session {
@@ -55,6 +62,9 @@ class Session {
   // Per-node wall time of every Run from now on, summed (for `inferd run --profile`).
   void EnableProfiling() { node_seconds_.assign(graph_.nodes.size(), 0.0); }
   const std::vector<double>& node_seconds() const { return node_seconds_; }
+
+  // The tuning choices this session knows (loaded from the cache file or timed since).
+  const TuningCache& tuning() const { return *tuning_cache_; }
 
   // The kernel of node i (e.g. to ask what implementation ran last).
   const Kernel& kernel(size_t node_index) const { return *kernels_[node_index]; }
@@ -97,6 +107,8 @@ class Session {
   std::map<std::vector<Shape>, MemoryPlan> plans_;
   std::shared_ptr<uint8_t[]> arena_;
   size_t arena_size_ = 0;
+  TuneMode tune_ = TuneMode::kFast;
+  std::unique_ptr<TuningCache> tuning_cache_;
 };
 
 }  // namespace inferd::runtime

@@ -2,28 +2,29 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <limits>
 #include <vector>
 
-#include "runtime/threading.h"
 
 namespace inferd::runtime {
 namespace {
 
 thread_local TuningSettings current_settings;
 
+}  // namespace
+
 // What timings depend on: the instruction set oneDNN uses, its version, and the thread count.
-std::string MachineLine() {
+std::string TuningCache::MachineLine() const {
   const dnnl_version_t* version = dnnl_version();
   return "# inferd tuning cache; onednn " + std::to_string(version->major) + "." + std::to_string(version->minor) +
          " isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + " threads " +
-         std::to_string(IntraOpThreads());
+         std::to_string(threads_);
 }
-
-}  // namespace
 
 StatusOr<TuneMode> ParseTuneMode(std::string_view text) {
   if (text == "off") return TuneMode::kOff;
@@ -41,7 +42,7 @@ std::string_view TuneModeName(TuneMode mode) {
   return "?";
 }
 
-TuningCache::TuningCache(std::filesystem::path path) : path_(std::move(path)) {}
+TuningCache::TuningCache(std::filesystem::path path, int threads) : path_(std::move(path)), threads_(threads) {}
 
 void TuningCache::Load() {
   if (path_.empty()) return;
@@ -65,7 +66,9 @@ Status TuningCache::SaveIfChanged() {
   if (path_.empty() || !changed_) return Status::Ok();
   changed_ = false;
   // Written aside and renamed, so that a reader never sees half a file.
-  const std::filesystem::path temporary = path_.string() + ".tmp";
+  // Instances of one model write the same file: each through its own temporary name.
+  const std::filesystem::path temporary =
+      path_.string() + ".tmp." + std::to_string(getpid()) + "." + std::to_string(reinterpret_cast<uintptr_t>(this));
   {
     std::ofstream out(temporary, std::ios::trunc);
     out << MachineLine() << "\n";

@@ -30,8 +30,9 @@ std::string_view TuneModeName(TuneMode mode);
 
 class TuningCache {
  public:
-  // An empty path keeps choices in memory only.
-  explicit TuningCache(std::filesystem::path path = {});
+  // An empty path keeps choices in memory only. `threads`: the intra-op thread count the timings
+  // are made with (part of what the file must match).
+  explicit TuningCache(std::filesystem::path path = {}, int threads = 1);
   // Reads the file if it exists and was written on this machine setup; a missing or foreign file
   // is not an error (tuning starts over).
   void Load();
@@ -45,7 +46,10 @@ class TuningCache {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  std::string MachineLine() const;
+
   std::filesystem::path path_;
+  int threads_;
   mutable std::mutex mutex_;  // instances of one model share the cache
   std::map<std::string, int> choices_;
   bool changed_ = false;

@@ -154,13 +154,21 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
   command->add_flag("--json", flags->json, "Print the report as JSON");
   command->add_flag("--dump-graph", flags->dump_graph, "Print op counts and the kernel implementation per op");
   command->add_flag("--profile", flags->profile, "Print the time spent per op type over the timed runs");
+  command->add_option("--tune", flags->tune,
+                      "Kernel auto-tuning: off (built-in choices), fast or full (time the candidates on the first "
+                      "run; choices are cached in MODEL.onnx.tuning)")
+      ->check(CLI::IsMember({"off", "fast", "full"}))
+      ->capture_default_str();
 }
 
 int RunRun(const RunFlags& flags) {
   const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   runtime::SetIntraOpThreads(threads);
   const auto load_start = Clock::now();
-  auto session = Session::Load(flags.model);
+  runtime::SessionOptions options;
+  options.tune = runtime::ParseTuneMode(flags.tune).value_or(runtime::TuneMode::kFast);
+  options.intra_op_threads = threads;
+  auto session = Session::Load(flags.model, options);
   if (!session.ok()) {
     std::fprintf(stderr, "error: %s\n", session.status().message().c_str());
     return 1;

@@ -22,6 +22,7 @@ struct RunFlags {
   int threads = 0;
   bool json = false;
   bool dump_graph = false;
+  std::string tune = "fast";  // off | fast | full (runtime/tuning.h)
   bool profile = false;
 };
 

@@ -107,7 +107,15 @@ class OnnxBackend final : public Backend {
 
   StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) override {
     const fs::path file = options.version_dir / ModelFile(config);
-    auto session = Session::Load(file);
+    runtime::SessionOptions session_options;
+    session_options.intra_op_threads = options.intra_op_threads;
+    // parameters { key: "tune" value: { string_value: "off|fast|full" } }: kernel auto-tuning.
+    if (auto tune = ConfigParameter(config, "tune")) {
+      auto mode = runtime::ParseTuneMode(*tune);
+      if (!mode.ok()) return mode.status().WithPrefix("model '" + config.name() + "': parameter 'tune'");
+      session_options.tune = *mode;
+    }
+    auto session = Session::Load(file, session_options);
     if (!session.ok()) return session.status().WithPrefix("model '" + config.name() + "'");
     for (const auto& input : config.input()) {
       bool found = false;

@@ -11,6 +11,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/tuning.h"
 
 namespace inferd::runtime {
 namespace {
@@ -24,6 +25,19 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 
 // ---- MatMul and Gemm (both oneDNN matmul) ----
 
+// The same [rows, K] x [K, N] product as a 1x1 convolution over the rows (A read as NHWC
+// [1, K, rows, 1]), with the weights reordered once into oneDNN's blocked layout, where oneDNN's
+// GEMM packs B again on every call. For few rows (a transformer's tokens at batch 1) that measured
+// 1.6-2.9x faster here, for many rows slower: tuning picks (runtime/tuning.h).
+struct ConvAlternative {
+  dnnl::convolution_forward primitive;
+  std::string implementation;
+  dnnl::memory::desc src_desc, dst_desc, plain_weights_desc, weights_desc, bias_desc;
+  FusedPostOps post_ops;
+  std::shared_ptr<const uint8_t> weights_source;  // held: see SameBuffer
+  dnnl::memory weights;
+};
+
 struct MatmulPlan {
   bool usable = false;
   std::string implementation;
@@ -34,7 +48,121 @@ struct MatmulPlan {
   Shape out_shape;
   dnnl::memory::desc a_desc, b_desc, bias_desc, dst_desc;
   dnnl::matmul primitive;
+  std::optional<ConvAlternative> conv;
+  std::string tuning_key;  // op and shapes: layers of the same shape share one timing
+  bool chosen = false;     // tuning done
+  bool use_conv = false;
 };
+
+// Where a [rows, K] x [K, N] product's operands are, as element strides of their two dims.
+struct GemmView {
+  int64_t rows, k, n;
+  dnnl::memory::dims a_strides;  // (row, k)
+  dnnl::memory::dims b_strides;  // (k, n)
+};
+
+std::optional<ConvAlternative> MakeConvAlternative(const GemmView& g, bool has_bias, float alpha,
+                                                   const std::vector<PostOp>& post_ops, const Tensor* residual) {
+  using dims = dnnl::memory::dims;
+  const auto f32 = dnnl::memory::data_type::f32;
+  ConvAlternative conv;
+  // Strides of the size-1 dims as a dense layout would have them, so that oneDNN recognises NHWC.
+  conv.src_desc = dnnl::memory::desc({1, g.k, g.rows, 1}, f32,
+                                     dims{g.rows * g.k, g.a_strides[1], g.a_strides[0], g.a_strides[0]});
+  conv.dst_desc = dnnl::memory::desc({1, g.n, g.rows, 1}, f32, dims{g.rows * g.n, 1, g.n, g.n});
+  conv.plain_weights_desc = dnnl::memory::desc({g.n, g.k, 1, 1}, f32, dims{g.b_strides[1], g.b_strides[0], 1, 1});
+  conv.bias_desc = PlainDesc({g.n});
+  // The residual (flat: [rows, N] or [1, N]) in the convolution's dims.
+  std::optional<Tensor> residual_4d;
+  std::optional<dnnl::memory::desc> residual_desc;
+  if (residual != nullptr) {
+    residual_4d = *residual;
+    if (residual->shape == Shape{g.rows, g.n}) {
+      residual_4d->shape = {1, g.n, g.rows, 1};
+      residual_desc = conv.dst_desc;
+    } else if (!residual->shape.empty() && residual->shape.back() == g.n && ElementsOf(*residual) == g.n) {
+      residual_4d->shape = {1, g.n, 1, 1};  // one value per column: [N], [1, N]
+      residual_desc = PlainDesc({1, g.n, 1, 1});
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!BuildPostOps(post_ops, {1, g.n, g.rows, 1}, residual_4d ? &*residual_4d : nullptr, &conv.post_ops, false, false,
+                    residual_desc)) {
+    return std::nullopt;
+  }
+  if (alpha != 1) conv.post_ops.attr.set_output_scales(0, {alpha});
+  const dnnl::memory::desc any_weights({g.n, g.k, 1, 1}, f32, dnnl::memory::format_tag::any);
+  auto desc = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                         dnnl::algorithm::convolution_direct, conv.src_desc, any_weights,
+                                                         conv.bias_desc, conv.dst_desc, {1, 1}, {0, 0}, {0, 0})
+                       : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                         dnnl::algorithm::convolution_direct, conv.src_desc, any_weights,
+                                                         conv.dst_desc, {1, 1}, {0, 0}, {0, 0});
+  dnnl::convolution_forward::primitive_desc pd(desc, conv.post_ops.attr, Engine(), /*allow_empty=*/true);
+  if (!pd || std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return std::nullopt;
+  conv.implementation = std::string(pd.impl_info_str()) + " (as 1x1 conv)";
+  conv.weights_desc = pd.weights_desc();
+  conv.primitive = dnnl::convolution_forward(pd);
+  return conv;
+}
+
+std::string TuningKey(const char* op, const GemmView& g, bool has_bias, const Tensor* residual,
+                      const std::vector<PostOp>& post_ops) {
+  std::string key = std::string(op) + " rows=" + std::to_string(g.rows) + " k=" + std::to_string(g.k) +
+                    " n=" + std::to_string(g.n) + " a=" + std::to_string(g.a_strides[0]) + "," +
+                    std::to_string(g.a_strides[1]) + " b=" + std::to_string(g.b_strides[0]) + "," +
+                    std::to_string(g.b_strides[1]) + (has_bias ? " bias" : "") + " post=";
+  for (const PostOp& op_ : post_ops) key += PostOpName(op_.kind) + ",";
+  if (residual != nullptr) key += " residual=" + ShapeToString(residual->shape);
+  return key;
+}
+
+// Runs the plan's matmul, or its 1x1-convolution alternative (timing both the first time).
+Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor* residual,
+                     float* dst) {
+  auto run_matmul = [&]() -> Status {
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a.data.get())},
+                                               {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b.data.get())},
+                                               {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
+    AddResidualArgument(plan.post_ops, residual, &args);
+    plan.primitive.execute(ThreadStream(), args);
+    ThreadStream().wait();
+    return Status::Ok();
+  };
+  auto run_conv = [&]() -> Status {
+    ConvAlternative& conv = *plan.conv;
+    if (!SameBuffer(conv.weights_source, b.data)) {
+      dnnl::memory plain = Wrap(conv.plain_weights_desc, b.data.get());
+      conv.weights = dnnl::memory(conv.weights_desc, Engine());
+      dnnl::reorder(plain, conv.weights).execute(ThreadStream(), plain, conv.weights);
+      conv.weights_source = b.data;
+    }
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, a.data.get())},
+                                               {DNNL_ARG_WEIGHTS, conv.weights},
+                                               {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
+    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, bias->data.get()));
+    AddResidualArgument(conv.post_ops, residual, &args);
+    conv.primitive.execute(ThreadStream(), args);
+    ThreadStream().wait();
+    return Status::Ok();
+  };
+  if (!plan.chosen) {
+    plan.chosen = true;
+    if (plan.conv) {
+      // Without timing: the convolution for few rows, where it measured faster.
+      const int fallback_choice = plan.out_shape.empty() || ElementsOf(Tensor{.shape = plan.out_shape}) /
+                                  plan.out_shape.back() <= 256 ? 1 : 0;
+      const int choice = ChooseFastest(plan.tuning_key, 2, fallback_choice, [&](int candidate) {
+        return Guarded("MatMul", [&] { return candidate == 1 ? run_conv() : run_matmul(); });
+      });
+      plan.use_conv = choice == 1;
+      if (plan.use_conv) plan.implementation = plan.conv->implementation;
+    }
+  }
+  return plan.use_conv ? run_conv() : run_matmul();
+}
 
 class DnnlMatMul final : public Kernel {
  public:
@@ -64,12 +192,8 @@ class DnnlMatMul final : public Kernel {
     last_ = plan.implementation;
     return Guarded("MatMul", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
-                                                 {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
-                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
-      AddResidualArgument(plan.post_ops, residual, &args);
-      plan.primitive.execute(ThreadStream(), args);
-      ThreadStream().wait();
+      RETURN_IF_ERROR(ExecuteMatmul(plan, *a, *b, nullptr, residual, dst));
+      last_ = plan.implementation;
       if (plan.post_ops_after) return ApplyPostOps(post_ops_, residual, &out[0]);
       return Status::Ok();
     });
@@ -91,7 +215,8 @@ class DnnlMatMul final : public Kernel {
     out[rank - 1] = b[rank - 1];
     plan->out_shape = Shape(out.end() - static_cast<int64_t>(std::max(a_shape.size(), b_shape.size())), out.end());
     std::optional<Tensor> flat_residual;
-    if (FlattensToOneGemm(a, b, out, residual, &flat_residual)) {
+    const bool flat = rank == 2 || FlattensToOneGemm(a, b, out, residual, &flat_residual);
+    if (flat && rank > 2) {
       const int64_t rows = ElementsOf(Tensor{.shape = out}) / out[rank - 1];
       a = {rows, a[rank - 1]};
       b = {b[rank - 2], b[rank - 1]};
@@ -112,6 +237,12 @@ class DnnlMatMul final : public Kernel {
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::matmul(pd);
     plan->usable = true;
+    // Weights of a Linear layer (B without batch dims): the convolution is a candidate.
+    if (flat && b_shape.size() == 2 && !plan->post_ops_after) {
+      const GemmView view{out[0], a[1], out[1], {a[1], 1}, {out[1], 1}};
+      plan->conv = MakeConvAlternative(view, false, 1.0f, post_ops_, residual);
+      plan->tuning_key = TuningKey("MatMul", view, false, residual, post_ops_);
+    }
     return Status::Ok();
   }
 
@@ -182,13 +313,8 @@ class DnnlGemm final : public Kernel {
     last_ = plan.implementation;
     return Guarded("Gemm", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a->data.get())},
-                                                 {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b->data.get())},
-                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
-      if (c != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, c->data.get()));
-      AddResidualArgument(plan.post_ops, residual, &args);
-      plan.primitive.execute(ThreadStream(), args);
-      ThreadStream().wait();
+      RETURN_IF_ERROR(ExecuteMatmul(plan, *a, *b, c, residual, dst));
+      last_ = plan.implementation;
       return Status::Ok();
     });
   }
@@ -230,6 +356,14 @@ class DnnlGemm final : public Kernel {
       plan->primitive = dnnl::matmul(pd);
     }
     plan->usable = true;
+    // C as the convolution's bias when it is one value per output column.
+    const bool c_is_bias = c != nullptr && ElementsOf(*c) == n && (c->shape.size() == 1 || c->shape[0] == 1);
+    if (c == nullptr || c_is_bias) {
+      const GemmView view{m, k, n, trans_a_ ? dnnl::memory::dims{1, m} : dnnl::memory::dims{k, 1},
+                          trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1}};
+      plan->conv = MakeConvAlternative(view, c_is_bias, alpha_, post_ops_, residual);
+      plan->tuning_key = TuningKey("Gemm", view, c_is_bias, residual, post_ops_);
+    }
     return Status::Ok();
   }
 

@@ -1,0 +1,115 @@
+// Kernel auto-tuning: both candidates of a tuned kernel give the reference's numbers, choices are
+// shared by shape and persist in the cache file, and a file from another machine setup is ignored.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/session.h"
+#include "runtime/tuning.h"
+#include "runtime_test_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace testing_util;
+
+// Y = MatMul(X, W) + bias, with X [batch, rows, K]: a Linear layer (the Add fuses into the MatMul).
+Graph LinearLayer(int64_t k, int64_t n) {
+  Graph g;
+  g.opset = 17;
+  const ValueId x = g.AddValue({.name = "x", .dtype = DataType::kFp32});
+  const ValueId w = g.AddValue({.name = "w", .dtype = DataType::kFp32});
+  const ValueId bias = g.AddValue({.name = "bias", .dtype = DataType::kFp32});
+  const ValueId product = g.AddValue({.name = "product"});
+  const ValueId y = g.AddValue({.name = "y"});
+  g.inputs = {x};
+  g.initializers[w] = Random({k, n}, 1);
+  g.initializers[bias] = Random({n}, 2);
+  g.nodes.push_back({.name = "matmul", .op_type = "MatMul", .inputs = {x, w}, .outputs = {product}});
+  g.nodes.push_back({.name = "add", .op_type = "Add", .inputs = {product, bias}, .outputs = {y}});
+  g.outputs = {y};
+  return g;
+}
+
+std::string MatMulImplementation(const Session& session) {
+  for (size_t n = 0; n < session.graph().nodes.size(); ++n) {
+    if (session.graph().nodes[n].op_type == "MatMul") return session.kernel(n).Implementation();
+  }
+  return "";
+}
+
+void ExpectMatchesReference(Session& session, const Graph& graph, const Tensor& x) {
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(reference.ok());
+  std::vector<Tensor> inputs{x}, expected, actual;
+  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+  for (int run = 0; run < 2; ++run) ASSERT_TRUE(session.Run(inputs, &actual).ok());
+  ASSERT_EQ(actual[0].shape, expected[0].shape);
+  for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+    ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-3) << i;
+  }
+}
+
+TEST(TuningTest, BothMatMulCandidatesMatchTheReference) {
+  const Graph graph = LinearLayer(24, 40);
+  // Untuned, few rows take the 1x1 convolution and many rows the GEMM: both paths are checked.
+  for (int64_t rows : {6, 300}) {
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kOff});
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectMatchesReference(**session, graph, Random({2, rows / 2, 24}, 3));
+    const bool conv = MatMulImplementation(**session).find("as 1x1 conv") != std::string::npos;
+    EXPECT_EQ(conv, rows <= 256) << MatMulImplementation(**session);
+  }
+}
+
+TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_tuning_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path cache = dir / "model.onnx.tuning";
+  const Graph graph = LinearLayer(16, 32);
+  {
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectMatchesReference(**session, graph, Random({1, 8, 16}, 4));
+    EXPECT_EQ((*session)->tuning().size(), 1u);
+  }
+  ASSERT_TRUE(std::filesystem::exists(cache));
+  {
+    // A new session (a restart) reads the choice instead of timing again.
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    EXPECT_EQ((*session)->tuning().size(), 1u);
+  }
+  {
+    // Timings made with another thread count do not apply.
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .intra_op_threads = 3});
+    ASSERT_TRUE(session.ok());
+    EXPECT_EQ((*session)->tuning().size(), 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TuningTest, ChooseFastestUsesTheCacheAndSkipsFailingCandidates) {
+  TuningCache cache;
+  const TuningScope scope({TuneMode::kFast, &cache});
+  int runs_of_first = 0;
+  const int choice = ChooseFastest("op", 2, 0, [&](int candidate) -> Status {
+    if (candidate == 0) {
+      ++runs_of_first;
+      return Status::Internal("cannot run");
+    }
+    return Status::Ok();
+  });
+  EXPECT_EQ(choice, 1);
+  EXPECT_EQ(runs_of_first, 1);
+  EXPECT_EQ(cache.Find("op"), 1);
+  // Cached: no timing at all.
+  EXPECT_EQ(ChooseFastest("op", 2, 0, [](int) -> Status { return Status::Internal("must not run"); }), 1);
+  EXPECT_FALSE(ParseTuneMode("sometimes").ok());
+}
+
+}  // namespace
+}  // namespace inferd::runtime
