@@ -268,6 +268,56 @@ TEST(PassesTest, SwishWithoutAConvRunsOnOneDnn) {
   EXPECT_EQ(session->kernel(1).Implementation().rfind("onednn:", 0), 0u) << session->kernel(1).Implementation();
 }
 
+Tensor Scalar(float value) {
+  Tensor t;
+  *AllocateOutputAs<float>(&t, DataType::kFp32, {}).value() = value;
+  return t;
+}
+
+TEST(PassesTest, ExactGeluBecomesOneOpFusedIntoTheMatMul) {
+  for (bool half_first : {false, true}) {
+    GraphBuilder b;
+    b.Input("x")
+        .Constant("w", Random({6, 8}, 1))
+        .Constant("sqrt2", Scalar(1.4142135f))
+        .Constant("one", Scalar(1.0f))
+        .Constant("half", Scalar(0.5f))
+        .Op("MatMul", {"x", "w"}, {"h"})
+        .Op("Div", {"h", "sqrt2"}, {"scaled"})
+        .Op("Erf", {"scaled"}, {"erf"})
+        .Op("Add", {"erf", "one"}, {"shifted"});
+    if (half_first) {
+      b.Op("Mul", {"h", "half"}, {"halved"}).Op("Mul", {"halved", "shifted"}, {"y"});
+    } else {
+      b.Op("Mul", {"h", "shifted"}, {"gated"}).Op("Mul", {"gated", "half"}, {"y"});
+    }
+    auto session = ExpectSameOutputs(b.Output("y").graph(), {Random({2, 5, 6}, 2, -3, 3)});
+    ASSERT_TRUE(session);
+    EXPECT_EQ(session->graph().nodes.size(), 1u) << "half first: " << half_first;
+    EXPECT_EQ(PostOpsOf(*session, "MatMul"), std::vector<std::string>{"Gelu"});
+  }
+}
+
+TEST(PassesTest, GeluLookalikesAreLeftAlone) {
+  // 0.4 instead of 0.5: not a GELU.
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("sqrt2", Scalar(1.4142135f))
+                .Constant("one", Scalar(1.0f))
+                .Constant("other", Scalar(0.4f))
+                .Op("Div", {"x", "sqrt2"}, {"scaled"})
+                .Op("Erf", {"scaled"}, {"erf"})
+                .Op("Add", {"erf", "one"}, {"shifted"})
+                .Op("Mul", {"x", "shifted"}, {"gated"})
+                .Op("Mul", {"gated", "other"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = ExpectSameOutputs(g, {Random({3, 4}, 2)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Erf"), 1);
+  EXPECT_EQ(Count(*session, "Gelu"), 0);
+}
+
 TEST(PassesTest, SigmoidWithAnotherReaderStaysASigmoid) {
   Graph g = GraphBuilder()
                 .Input("x")

@@ -113,6 +113,8 @@ void RegisterUnary(KernelRegistry* r) {
   r->Register("Sigmoid", 1, FloatUnary(Sigmoid));
   // x * sigmoid(x) (SiLU), what the optimizer makes of Mul(x, Sigmoid(x)).
   r->Register("inferd.Swish", 1, FloatUnary([](double x) { return x * Sigmoid(x); }));
+  // Exact GELU, what the optimizer makes of x * 0.5 * (1 + Erf(x / sqrt(2))).
+  r->Register("inferd.Gelu", 1, FloatUnary([](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }));
   r->Register("Tanh", 1, FloatUnary([](double x) { return std::tanh(x); }));
   r->Register("Erf", 1, FloatUnary([](double x) { return std::erf(x); }));
   r->Register("Floor", 1, FloatUnary([](double x) { return std::floor(x); }));

@@ -16,7 +16,7 @@ constexpr Named kNames[] = {{"Add", PostOp::Kind::kAdd},         {"Relu", PostOp
                             {"LeakyRelu", PostOp::Kind::kLeakyRelu}, {"Clip", PostOp::Kind::kClip},
                             {"Sigmoid", PostOp::Kind::kSigmoid}, {"Tanh", PostOp::Kind::kTanh},
                             {"HardSwish", PostOp::Kind::kHardSwish}, {"Elu", PostOp::Kind::kElu},
-                            {"Swish", PostOp::Kind::kSwish},     {"HardSigmoid", PostOp::Kind::kHardSigmoid}};
+                            {"Swish", PostOp::Kind::kSwish},     {"HardSigmoid", PostOp::Kind::kHardSigmoid}, {"Gelu", PostOp::Kind::kGelu}};
 
 float Activate(const PostOp& op, float x) {
   switch (op.kind) {
@@ -29,6 +29,7 @@ float Activate(const PostOp& op, float x) {
     case PostOp::Kind::kElu: return x >= 0 ? x : static_cast<float>(op.alpha * (std::exp(static_cast<double>(x)) - 1));
     case PostOp::Kind::kSwish: return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x))));
     case PostOp::Kind::kHardSigmoid: return std::min(std::max(op.alpha * x + op.beta, 0.0f), 1.0f);
+    case PostOp::Kind::kGelu: return static_cast<float>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
     case PostOp::Kind::kAdd: return x;
   }
   return x;
@@ -87,6 +88,7 @@ std::optional<PostOp> PostOpForActivation(const Node& node, const Tensor* clip_m
   if (op == "Tanh") return PostOp{PostOp::Kind::kTanh};
   if (op == "HardSwish") return PostOp{PostOp::Kind::kHardSwish};
   if (op == "Swish" && node.domain == kInferdDomain) return PostOp{PostOp::Kind::kSwish};
+  if (op == "Gelu" && node.domain == kInferdDomain) return PostOp{PostOp::Kind::kGelu};
   if (op == "HardSigmoid") {
     auto alpha = node.Float("alpha", 0.2f);
     auto beta = node.Float("beta", 0.5f);

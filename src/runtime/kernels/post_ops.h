@@ -4,7 +4,7 @@
 //
 // In the graph they are node attributes written by the pass:
 //   _post_ops   strings: "Add", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSwish", "Elu",
-//               "Swish" (x * sigmoid(x), inferd.Swish), "HardSigmoid"
+//               "Swish" (x * sigmoid(x), inferd.Swish), "HardSigmoid", "Gelu" (exact, inferd.Gelu)
 //   _post_alpha floats, _post_beta floats: one per op (LeakyRelu/Elu alpha; Clip min and max;
 //               HardSigmoid alpha and beta)
 // An "Add" reads the node's last input (the residual).
@@ -21,7 +21,7 @@
 namespace inferd::runtime {
 
 struct PostOp {
-  enum class Kind { kAdd, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSwish, kElu, kSwish, kHardSigmoid };
+  enum class Kind { kAdd, kRelu, kLeakyRelu, kClip, kSigmoid, kTanh, kHardSwish, kElu, kSwish, kHardSigmoid, kGelu };
   Kind kind = Kind::kRelu;
   float alpha = 0;
   float beta = 0;

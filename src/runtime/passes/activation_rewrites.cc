@@ -2,7 +2,10 @@
 // convolution as a post-op):
 //   Mul(x, Sigmoid(x))                    -> inferd.Swish(x)   (SiLU: EfficientNet, YOLO)
 //   Mul(x, HardSigmoid(x, 1/6, 1/2))      -> HardSwish(x)      (from opset 14, where HardSwish exists)
-// Only when the Sigmoid's output has that one reader and is not a graph output.
+//   x * 0.5 * (1 + Erf(x / sqrt(2)))      -> inferd.Gelu(x)    (exact GELU as PyTorch exports it,
+//                                                                 the 0.5 on either side)
+// Only when every intermediate has that one reader and is not a graph output.
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/passes/graph_edit.h"
@@ -18,6 +21,122 @@ bool IsHardSwishGate(const Node& node) {
   auto alpha = node.Float("alpha", 0.2f);
   auto beta = node.Float("beta", 0.5f);
   return alpha.ok() && beta.ok() && std::fabs(*alpha - 1.0f / 6) < 1e-6f && std::fabs(*beta - 0.5f) < 1e-6f;
+}
+
+float ScalarOf(const Graph& graph, ValueId id, float missing) {
+  const Tensor* constant = ConstantOf(graph, id);
+  if (constant == nullptr || constant->dtype != DataType::kFp32 || constant->byte_size != sizeof(float)) return missing;
+  return *reinterpret_cast<const float*>(constant->data.get());
+}
+
+bool Near(float value, float expected) { return std::fabs(value - expected) <= 1e-4f * std::fabs(expected); }
+
+// For a binary node with one scalar constant operand: the other operand and the constant.
+bool SplitScalar(const Graph& graph, const Node& node, ValueId* other, float* constant) {
+  if (node.inputs.size() != 2 || !node.HasInput(0) || !node.HasInput(1)) return false;
+  for (int side = 0; side < 2; ++side) {
+    const float value = ScalarOf(graph, node.inputs[side], NAN);
+    if (!std::isnan(value)) {
+      *other = node.inputs[1 - side];
+      *constant = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+class GeluMatcher {
+ public:
+  explicit GeluMatcher(const Graph& graph)
+      : graph_(graph), consumers_(ConsumersOf(graph)), producers_(ProducersOf(graph)) {}
+
+  // For an Erf node: the nodes of the GELU it is the heart of (to remove), its input x and its
+  // output; false if the Erf is not part of one.
+  bool Match(size_t erf, std::vector<size_t>* nodes, ValueId* x, ValueId* output) const {
+    const Node& e = graph_.nodes[erf];
+    if (e.op_type != "Erf" || !IsDefaultDomain(e) || e.inputs.size() != 1) return false;
+    // x / sqrt(2), or x * (1 / sqrt(2))
+    const int scale = producers_[e.inputs[0]];
+    if (scale < 0 || !OnlyReader(e.inputs[0])) return false;
+    const Node& scaling = graph_.nodes[scale];
+    float c = 0;
+    if (!SplitScalar(graph_, scaling, x, &c)) return false;
+    const bool divides = scaling.op_type == "Div" && scaling.inputs[1] != *x && Near(c, std::sqrt(2.0f));
+    const bool multiplies = scaling.op_type == "Mul" && Near(c, 1 / std::sqrt(2.0f));
+    if (!divides && !multiplies) return false;
+    // 1 + erf
+    size_t add = 0;
+    ValueId erf_value = kNoValue;
+    if (!SoleReader(e.outputs[0], "Add", &add) || !SplitScalar(graph_, graph_.nodes[add], &erf_value, &c) || !Near(c, 1)) {
+      return false;
+    }
+    // x * (1 + erf) * 0.5, in either order.
+    size_t first = 0, second = 0;
+    if (!SoleReader(graph_.nodes[add].outputs[0], "Mul", &first)) return false;
+    const Node& m1 = graph_.nodes[first];
+    ValueId other = m1.inputs[0] == graph_.nodes[add].outputs[0] ? m1.inputs[1] : m1.inputs[0];
+    if (other == *x) {
+      ValueId half_input = kNoValue;
+      if (!SoleReader(m1.outputs[0], "Mul", &second) || !SplitScalar(graph_, graph_.nodes[second], &half_input, &c) ||
+          !Near(c, 0.5f)) {
+        return false;
+      }
+    } else {
+      // (x * 0.5) * (1 + erf)
+      const int half = producers_[other];
+      ValueId half_input = kNoValue;
+      if (half < 0 || !OnlyReader(other) || graph_.nodes[half].op_type != "Mul" ||
+          !SplitScalar(graph_, graph_.nodes[half], &half_input, &c) || half_input != *x || !Near(c, 0.5f)) {
+        return false;
+      }
+      second = first;
+      first = static_cast<size_t>(half);
+    }
+    *nodes = {static_cast<size_t>(scale), erf, add, first, second};
+    *output = graph_.nodes[second].outputs[0];
+    return true;
+  }
+
+ private:
+  bool OnlyReader(ValueId value) const { return consumers_[value].size() == 1 && !IsGraphOutput(graph_, value); }
+  bool SoleReader(ValueId value, const char* op, size_t* reader) const {
+    if (!OnlyReader(value)) return false;
+    *reader = consumers_[value][0];
+    const Node& node = graph_.nodes[*reader];
+    return node.op_type == op && IsDefaultDomain(node);
+  }
+
+  const Graph& graph_;
+  std::vector<std::vector<size_t>> consumers_;
+  std::vector<int> producers_;
+};
+
+int RewriteGelu(Graph* graph) {
+  const GeluMatcher matcher(*graph);
+  std::vector<bool> removed(graph->nodes.size(), false);
+  std::vector<std::pair<size_t, Node>> replacements;  // at the position of the last node
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    std::vector<size_t> nodes;
+    ValueId x = kNoValue, output = kNoValue;
+    if (!matcher.Match(n, &nodes, &x, &output)) continue;
+    if (std::any_of(nodes.begin(), nodes.end(), [&](size_t i) { return removed[i]; })) continue;
+    for (size_t i : nodes) removed[i] = true;
+    Node gelu;
+    gelu.name = graph->nodes[n].name + "/gelu";
+    gelu.op_type = "Gelu";
+    gelu.domain = std::string(kInferdDomain);
+    gelu.inputs = {x};
+    gelu.outputs = {output};
+    replacements.emplace_back(*std::max_element(nodes.begin(), nodes.end()), std::move(gelu));
+  }
+  // The Gelu takes the place of its last node: x exists by then, and every reader of the output
+  // comes after it.
+  for (auto& [position, node] : replacements) {
+    graph->nodes[position] = std::move(node);
+    removed[position] = false;
+  }
+  EraseNodes(graph, removed);
+  return static_cast<int>(replacements.size());
 }
 
 }  // namespace
@@ -55,7 +174,7 @@ StatusOr<int> RewriteActivations(Graph* graph) {
     }
   }
   EraseNodes(graph, removed);
-  return rewrites;
+  return rewrites + RewriteGelu(graph);
 }
 
 }  // namespace inferd::runtime

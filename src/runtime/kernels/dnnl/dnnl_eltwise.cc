@@ -149,6 +149,7 @@ const UnaryOp kUnaryOps[] = {
     {"Neg", dnnl::algorithm::eltwise_linear, nullptr, -1.0f, 0},
     {"Reciprocal", dnnl::algorithm::eltwise_pow, nullptr, 1.0f, -1.0f},
     {"inferd.Swish", dnnl::algorithm::eltwise_swish, nullptr, 1.0f, 0},
+    {"inferd.Gelu", dnnl::algorithm::eltwise_gelu_erf, nullptr, 0, 0},
 };
 
 

@@ -35,6 +35,7 @@ bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const 
       case PostOp::Kind::kTanh: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0, 0); break;
       case PostOp::Kind::kHardSwish: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0, 0); break;
       case PostOp::Kind::kElu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_elu, op.alpha, 0); break;
+      case PostOp::Kind::kGelu: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0, 0); break;
       case PostOp::Kind::kSwish: post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, 1.0f, 0); break;
       case PostOp::Kind::kHardSigmoid:  // max(0, min(1, alpha * x + beta)): oneDNN 2.6 has no hardsigmoid
         post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, op.alpha, op.beta);
