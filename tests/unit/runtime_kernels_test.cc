@@ -206,6 +206,53 @@ TEST(BinaryTest, OneDnnMatchesReferenceAndBroadcasts) {
   }
 }
 
+TEST(DataMovementTest, TransposeAndSliceRunOnOneDnnReorders) {
+  for (auto [shape, perm] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
+           {{2, 3, 4}, {2, 0, 1}}, {{1, 5, 12, 7}, {0, 2, 1, 3}}, {{3, 4}, {}}, {{2, 1, 3}, {1, 0, 2}}}) {
+    std::vector<Tensor> inputs{Random(shape, 16)};
+    Comparison result = ExpectSameAsReference(OneNode("Transpose", 1, {{"perm", Ints(perm)}}), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << ShapeToString(shape);
+  }
+  auto ints = [](std::vector<int64_t> v) {
+    Tensor t;
+    int64_t* data = AllocateOutputAs<int64_t>(&t, DataType::kInt64, {static_cast<int64_t>(v.size())}).value();
+    std::copy(v.begin(), v.end(), data);
+    return t;
+  };
+  struct SliceCase {
+    std::vector<int64_t> starts, ends, axes, steps;
+    bool expect_onednn;
+  };
+  for (const SliceCase& c : std::vector<SliceCase>{{{0, 8}, {4, 16}, {1, 2}, {1, 1}, true},
+                                                   {{-3}, {100}, {3}, {2}, true},
+                                                   {{5}, {0}, {2}, {-2}, false},  // reversed: reference
+                                                   {{4}, {4}, {1}, {1}, false}}) {  // empty: reference
+    std::vector<Tensor> inputs{Random({2, 6, 24, 9}, 17), ints(c.starts), ints(c.ends), ints(c.axes), ints(c.steps)};
+    Comparison result = ExpectSameAsReference(OneNode("Slice", 5, {}), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn) << result.implementation;
+  }
+}
+
+TEST(LayerNormTest, OneDnnMatchesReference) {
+  struct Case {
+    Shape x;
+    int64_t axis;
+    Shape scale;
+    bool bias, expect_onednn;
+  };
+  for (const Case& c : std::vector<Case>{{{2, 5, 16}, -1, {16}, true, true},
+                                         {{3, 4, 6}, 1, {4, 6}, true, true},
+                                         {{4, 8}, -1, {8}, false, true},
+                                         {{2, 3, 8}, -1, {1}, true, false}}) {  // a broadcast scale: reference
+    std::vector<Tensor> inputs{Random(c.x, 18, -3, 3), Random(c.scale, 19)};
+    if (c.bias) inputs.push_back(Random({c.x.back()}, 20));
+    Graph g = OneNode("LayerNormalization", inputs.size(), {{"axis", Int(c.axis)}});
+    if (c.bias && c.axis == 1) inputs[2] = Random({4, 6}, 20);
+    Comparison result = ExpectSameAsReference(g, inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn) << result.implementation;
+  }
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

@@ -64,6 +64,8 @@ void RegisterDnnlMatmulKernels(KernelRegistry* registry);
 void RegisterDnnlEltwiseKernels(KernelRegistry* registry);
 void RegisterDnnlPoolKernels(KernelRegistry* registry);
 void RegisterDnnlBinaryKernels(KernelRegistry* registry);
+void RegisterDnnlDataMovementKernels(KernelRegistry* registry);
+void RegisterDnnlNormKernels(KernelRegistry* registry);
 // inferd.Reorder, which only the layout pass creates (it has no reference kernel: plain is the
 // only layout without oneDNN).
 void RegisterDnnlLayoutKernels(KernelRegistry* registry);

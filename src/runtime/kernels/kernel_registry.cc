@@ -55,6 +55,8 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterDnnlEltwiseKernels(r);
     RegisterDnnlPoolKernels(r);
     RegisterDnnlBinaryKernels(r);
+    RegisterDnnlDataMovementKernels(r);
+    RegisterDnnlNormKernels(r);
     RegisterDnnlLayoutKernels(r);
     return r;
   }();

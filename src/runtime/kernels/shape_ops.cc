@@ -6,6 +6,7 @@
 
 #include "runtime/ir/onnx_types.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/strided_view.h"
 #include "runtime/kernels/tensor_util.h"
 
 namespace inferd::runtime {
@@ -257,29 +258,11 @@ StatusOr<std::unique_ptr<Kernel>> MakeUnsqueeze(const Node& node, int opset) {
 // ---- Transpose, Expand, Tile ----
 
 StatusOr<std::unique_ptr<Kernel>> MakeTranspose(const Node& node, int) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> perm_attribute, node.Ints("perm"));
-  return MakeKernel([perm_attribute](Inputs in, Outputs out) -> Status {
+  ASSIGN_OR_RETURN(std::vector<int64_t> perm, node.Ints("perm"));
+  return MakeKernel([perm](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 1, "Transpose"));
-    const Shape& shape = in[0]->shape;
-    std::vector<int64_t> perm = perm_attribute;
-    if (perm.empty()) {
-      perm.resize(shape.size());
-      std::iota(perm.rbegin(), perm.rend(), 0);
-    }
-    if (perm.size() != shape.size()) return Status::InvalidArgument("Transpose: perm does not match the rank");
-    std::vector<int64_t> in_strides = ContiguousStrides(shape);
-    Shape out_shape(shape.size());
-    std::vector<int64_t> strides(shape.size());
-    std::vector<bool> seen(shape.size(), false);
-    for (size_t i = 0; i < perm.size(); ++i) {
-      if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(shape.size()) || seen[perm[i]]) {
-        return Status::InvalidArgument("Transpose: perm is not a permutation");
-      }
-      seen[perm[i]] = true;
-      out_shape[i] = shape[perm[i]];
-      strides[i] = in_strides[perm[i]];
-    }
-    return GatherStrided(*in[0], 0, strides, out_shape, &out[0]);
+    ASSIGN_OR_RETURN(StridedView view, TransposeView(in[0]->shape, perm));
+    return GatherStrided(*in[0], view.offset, view.strides, view.shape, &out[0]);
   });
 }
 
@@ -393,62 +376,14 @@ StatusOr<std::unique_ptr<Kernel>> MakeSplit(const Node& node, int opset) {
 }
 
 StatusOr<std::unique_ptr<Kernel>> MakeSlice(const Node& node, int opset) {
-  ASSIGN_OR_RETURN(std::vector<int64_t> starts_attribute, node.Ints("starts"));
-  ASSIGN_OR_RETURN(std::vector<int64_t> ends_attribute, node.Ints("ends"));
-  ASSIGN_OR_RETURN(std::vector<int64_t> axes_attribute, node.Ints("axes"));
-  return MakeKernel([=](Inputs in, Outputs out) -> Status {
+  ASSIGN_OR_RETURN(SliceAttributes attributes, ReadSliceAttributes(node));
+  return MakeKernel([attributes, opset](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 1, "Slice"));
-    std::vector<int64_t> starts = starts_attribute, ends = ends_attribute, axes = axes_attribute, steps;
-    if (opset >= 10) {
-      RETURN_IF_ERROR(RequireInputs(in, 3, "Slice"));
-      ASSIGN_OR_RETURN(starts, ReadInts(*in[1], "Slice starts"));
-      ASSIGN_OR_RETURN(ends, ReadInts(*in[2], "Slice ends"));
-      axes.clear();
-      if (InputAt(in, 3)) {
-        ASSIGN_OR_RETURN(axes, ReadInts(*in[3], "Slice axes"));
-      }
-      if (InputAt(in, 4)) {
-        ASSIGN_OR_RETURN(steps, ReadInts(*in[4], "Slice steps"));
-      }
+    ASSIGN_OR_RETURN(StridedView view, SliceView(in, opset, attributes));
+    for (int64_t d : view.shape) {
+      if (d == 0) return AllocateOutput(&out[0], in[0]->dtype, view.shape).status();
     }
-    const Shape& shape = in[0]->shape;
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    if (axes.empty()) {
-      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    }
-    if (steps.empty()) steps.assign(starts.size(), 1);
-    if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
-      return Status::InvalidArgument("Slice: starts, ends, axes and steps differ in length");
-    }
-    std::vector<int64_t> in_strides = ContiguousStrides(shape);
-    Shape out_shape = shape;
-    std::vector<int64_t> strides = in_strides;
-    int64_t offset = 0;
-    for (size_t i = 0; i < starts.size(); ++i) {
-      ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axes[i], rank, "Slice"));
-      const int64_t dim = shape[axis];
-      const int64_t step = steps[i];
-      if (step == 0) return Status::InvalidArgument("Slice: step 0");
-      int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
-      int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
-      if (step > 0) {
-        start = std::clamp<int64_t>(start, 0, dim);
-        end = std::clamp<int64_t>(end, 0, dim);
-        out_shape[axis] = end > start ? (end - start + step - 1) / step : 0;
-      } else {
-        start = std::clamp<int64_t>(start, 0, dim - 1);
-        end = std::clamp<int64_t>(end, -1, dim - 1);
-        out_shape[axis] = start > end ? (start - end - step - 1) / -step : 0;
-      }
-      offset += start * in_strides[axis];
-      strides[axis] = in_strides[axis] * step;
-    }
-    for (int64_t d : out_shape) {
-      if (d == 0) {
-        return AllocateOutput(&out[0], in[0]->dtype, out_shape).status();
-      }
-    }
-    return GatherStrided(*in[0], offset, strides, out_shape, &out[0]);
+    return GatherStrided(*in[0], view.offset, view.strides, view.shape, &out[0]);
   });
 }
 
@@ -733,6 +668,83 @@ StatusOr<std::unique_ptr<Kernel>> MakeDepthSpace(const Node& node, bool to_space
 }
 
 }  // namespace
+
+StatusOr<StridedView> TransposeView(const Shape& shape, std::vector<int64_t> perm) {
+  if (perm.empty()) {
+    perm.resize(shape.size());
+    std::iota(perm.rbegin(), perm.rend(), 0);
+  }
+  if (perm.size() != shape.size()) return Status::InvalidArgument("Transpose: perm does not match the rank");
+  const std::vector<int64_t> in_strides = ContiguousStrides(shape);
+  StridedView view;
+  view.shape.resize(shape.size());
+  view.strides.resize(shape.size());
+  std::vector<bool> seen(shape.size(), false);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(shape.size()) || seen[perm[i]]) {
+      return Status::InvalidArgument("Transpose: perm is not a permutation");
+    }
+    seen[perm[i]] = true;
+    view.shape[i] = shape[perm[i]];
+    view.strides[i] = in_strides[perm[i]];
+  }
+  return view;
+}
+
+StatusOr<SliceAttributes> ReadSliceAttributes(const Node& node) {
+  SliceAttributes attributes;
+  ASSIGN_OR_RETURN(attributes.starts, node.Ints("starts"));
+  ASSIGN_OR_RETURN(attributes.ends, node.Ints("ends"));
+  ASSIGN_OR_RETURN(attributes.axes, node.Ints("axes"));
+  return attributes;
+}
+
+StatusOr<StridedView> SliceView(std::span<const Tensor* const> in, int opset, const SliceAttributes& attributes) {
+  std::vector<int64_t> starts = attributes.starts, ends = attributes.ends, axes = attributes.axes, steps;
+  if (opset >= 10) {
+    RETURN_IF_ERROR(RequireInputs(in, 3, "Slice"));
+    ASSIGN_OR_RETURN(starts, ReadInts(*in[1], "Slice starts"));
+    ASSIGN_OR_RETURN(ends, ReadInts(*in[2], "Slice ends"));
+    axes.clear();
+    if (InputAt(in, 3)) {
+      ASSIGN_OR_RETURN(axes, ReadInts(*in[3], "Slice axes"));
+    }
+    if (InputAt(in, 4)) {
+      ASSIGN_OR_RETURN(steps, ReadInts(*in[4], "Slice steps"));
+    }
+  }
+  const Shape& shape = in[0]->shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    return Status::InvalidArgument("Slice: starts, ends, axes and steps differ in length");
+  }
+  const std::vector<int64_t> in_strides = ContiguousStrides(shape);
+  StridedView view{0, in_strides, shape};
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axes[i], rank, "Slice"));
+    const int64_t dim = shape[axis];
+    const int64_t step = steps[i];
+    if (step == 0) return Status::InvalidArgument("Slice: step 0");
+    int64_t start = starts[i] < 0 ? starts[i] + dim : starts[i];
+    int64_t end = ends[i] < 0 ? ends[i] + dim : ends[i];
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      view.shape[axis] = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      view.shape[axis] = start > end ? (start - end - step - 1) / -step : 0;
+    }
+    view.offset += start * in_strides[axis];
+    view.strides[axis] = in_strides[axis] * step;
+  }
+  return view;
+}
 
 void RegisterShapeKernels(KernelRegistry* r) {
   r->Register("Shape", 1, MakeShape);

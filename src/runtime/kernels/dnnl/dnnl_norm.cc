@@ -1,0 +1,90 @@
+// LayerNormalization on oneDNN (FP32, inference: one output). The normalized dims are viewed as
+// one: [rows, size] with size the product of the dims from `axis` on, which is what oneDNN
+// normalizes over. Scale and bias must then hold `size` values; other broadcasts, the training
+// outputs (Mean, InvStdDev) and other types take the reference kernel.
+#include <map>
+
+#include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/kernel.h"
+#include "runtime/kernels/tensor_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace dnnl_kernels;
+using Inputs = std::span<const Tensor* const>;
+using Outputs = std::span<Tensor>;
+
+class DnnlLayerNorm final : public Kernel {
+ public:
+  DnnlLayerNorm(int64_t axis, float epsilon, std::unique_ptr<Kernel> fallback)
+      : axis_(axis), epsilon_(epsilon), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    const Tensor* x = InputAt(in, 0);
+    const Tensor* scale = InputAt(in, 1);
+    const Tensor* bias = InputAt(in, 2);
+    if (x == nullptr || scale == nullptr || out.size() != 1 || x->dtype != DataType::kFp32 ||
+        scale->dtype != DataType::kFp32 || (bias != nullptr && bias->dtype != DataType::kFp32) || x->shape.empty()) {
+      return fallback_->Run(in, out);
+    }
+    const int64_t rank = static_cast<int64_t>(x->shape.size());
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank) return fallback_->Run(in, out);
+    int64_t rows = 1, size = 1;
+    for (int64_t d = 0; d < rank; ++d) (d < axis ? rows : size) *= x->shape[d];
+    if (rows == 0 || size == 0 || ElementsOf(*scale) != size || (bias != nullptr && ElementsOf(*bias) != size)) {
+      return fallback_->Run(in, out);
+    }
+    return Guarded("LayerNormalization", [&]() -> Status {
+      const dnnl::memory::desc data = PlainDesc({rows, size});
+      const dnnl::memory::desc channel = PlainDesc({size});
+      const bool has_bias = bias != nullptr;
+      auto key = std::make_tuple(rows, size, has_bias);
+      auto it = primitives_.find(key);
+      if (it == primitives_.end()) {
+        dnnl::normalization_flags flags = dnnl::normalization_flags::use_scale;
+        if (has_bias) flags |= dnnl::normalization_flags::use_shift;
+        dnnl::layer_normalization_forward::primitive_desc pd(
+            dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), Engine());
+        it = primitives_.emplace(key, std::make_pair(dnnl::layer_normalization_forward(pd), std::string(pd.impl_info_str())))
+                 .first;
+      }
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x->shape));
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(data, x->data.get())},
+                                                 {DNNL_ARG_DST, Wrap(data, dst)},
+                                                 {DNNL_ARG_SCALE, Wrap(channel, scale->data.get())}};
+      if (has_bias) args.emplace(DNNL_ARG_SHIFT, Wrap(channel, bias->data.get()));
+      it->second.first.execute(ThreadStream(), args);
+      ThreadStream().wait();
+      last_ = it->second.second;
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float epsilon_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::tuple<int64_t, int64_t, bool>, std::pair<dnnl::layer_normalization_forward, std::string>> primitives_;
+  std::string last_;
+};
+
+}  // namespace
+
+void RegisterDnnlNormKernels(KernelRegistry* r) {
+  KernelFactory reference = FactoryBefore(*r, "LayerNormalization");
+  if (!reference) return;
+  r->Register("LayerNormalization", 17, [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
+    ASSIGN_OR_RETURN(int64_t axis, node.Int("axis", -1));
+    ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+    ASSIGN_OR_RETURN(int64_t stash_type, node.Int("stash_type", 1));
+    if (stash_type != 1) return fallback;  // statistics in another type than FP32
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlLayerNorm>(axis, epsilon, std::move(fallback)));
+  });
+}
+
+}  // namespace inferd::runtime
