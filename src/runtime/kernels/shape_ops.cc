@@ -567,6 +567,26 @@ StatusOr<std::unique_ptr<Kernel>> MakeRange(const Node&, int) {
   });
 }
 
+// Constant padding without cropping: the fill everywhere, then each innermost row of the input
+// copied whole into place (the general loop below divides per element).
+template <typename T>
+void CopyIntoPadded(const T* src, const Shape& in_shape, const std::vector<int64_t>& pads, T fill, T* dst,
+                    const Shape& out_shape) {
+  const int64_t rank = static_cast<int64_t>(in_shape.size());
+  std::fill(dst, dst + ElementsOf(Tensor{.shape = out_shape}), fill);
+  const int64_t row = in_shape[rank - 1];
+  if (row == 0) return;
+  const std::vector<int64_t> out_strides = ContiguousStrides(out_shape);
+  std::vector<int64_t> index(rank - 1, 0);
+  const int64_t rows = ElementsOf(Tensor{.shape = in_shape}) / row;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = pads[rank - 1];
+    for (int64_t d = 0; d + 1 < rank; ++d) offset += (index[d] + pads[d]) * out_strides[d];
+    std::copy(src + r * row, src + (r + 1) * row, dst + offset);
+    for (int64_t d = rank - 2; d >= 0 && ++index[d] == in_shape[d]; --d) index[d] = 0;
+  }
+}
+
 StatusOr<std::unique_ptr<Kernel>> MakePad(const Node& node, int opset) {
   ASSIGN_OR_RETURN(std::string mode, node.String("mode", "constant"));
   std::vector<int64_t> pads_attribute;
@@ -601,8 +621,12 @@ StatusOr<std::unique_ptr<Kernel>> MakePad(const Node& node, int opset) {
       if (opset >= 11 && InputAt(in, 2) != nullptr && ElementsOf(*in[2]) > 0) fill = ValuesOf<T>(*in[2])[0];
       ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], data.dtype, shape));
       const T* src = ValuesOf<T>(data);
+      const bool growing = std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p >= 0; });
+      if (mode == "constant" && growing && rank > 0) {
+        CopyIntoPadded(src, data.shape, pads, fill, dst, shape);
+        return Status::Ok();
+      }
       std::vector<int64_t> strides = ContiguousStrides(data.shape);
-      std::vector<int64_t> index(rank, 0);
       const int64_t total = ElementsOf(out[0]);
       for (int64_t i = 0; i < total; ++i) {
         int64_t rest = i, offset = 0;
