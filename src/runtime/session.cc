@@ -6,11 +6,15 @@
 #include <map>
 #include <set>
 
+#include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/onnx/onnx_import.h"
 #include "runtime/threading.h"
 
 namespace inferd::runtime {
+
+Session::Session() : packed_weights_(std::make_unique<dnnl_kernels::PackedWeightsCache>()) {}
+Session::~Session() = default;
 
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& model_path, SessionOptions options) {
   ASSIGN_OR_RETURN(Graph graph, ImportOnnxFile(model_path));
@@ -33,6 +37,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
     optimizer_options.onednn_kernels = &registry == &KernelRegistry::Default();
     ASSIGN_OR_RETURN(session->optimization_, Optimize(&session->graph_, optimizer_options));
   }
+  for (const auto& [id, tensor] : session->graph_.initializers) session->packed_weights_->AddConstant(tensor.data);
   RETURN_IF_ERROR(session->BuildKernels(registry));
   return session;
 }
@@ -162,7 +167,7 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
 
   std::vector<const Tensor*> node_inputs;
   std::vector<Tensor> node_outputs;
-  const TuningScope tuning_scope({tune_, tuning_cache_.get()});
+  const RunScope run_scope({tune_, tuning_cache_.get(), packed_weights_.get()});
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     node_inputs.clear();

@@ -20,6 +20,7 @@
 #include "runtime/ir/graph.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/passes/optimizer.h"
+#include "runtime/run_context.h"
 #include "runtime/tuning.h"
 
 namespace inferd::runtime {
@@ -45,6 +46,7 @@ struct SessionOptions {
 
 class Session {
  public:
+  ~Session();
   static StatusOr<std::unique_ptr<Session>> Load(const std::filesystem::path& model_path, SessionOptions options = {});
   static StatusOr<std::unique_ptr<Session>> FromGraph(Graph graph, SessionOptions options = {});
 
@@ -85,7 +87,7 @@ class Session {
   // Up to this many plans (input shape sets) are kept; they share one arena, as runs never overlap.
   static constexpr size_t kMaxPlans = 64;
 
-  Session() = default;
+  Session();
   Status BuildKernels(const KernelRegistry& registry);
   Status CheckInput(size_t index, const Tensor& tensor) const;
   // The allocations of a run without a plan, as BuildMemoryPlan reads them.
@@ -109,6 +111,7 @@ class Session {
   size_t arena_size_ = 0;
   TuneMode tune_ = TuneMode::kFast;
   std::unique_ptr<TuningCache> tuning_cache_;
+  std::unique_ptr<dnnl_kernels::PackedWeightsCache> packed_weights_;
 };
 
 }  // namespace inferd::runtime

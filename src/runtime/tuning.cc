@@ -1,5 +1,7 @@
 #include "runtime/tuning.h"
 
+#include "runtime/run_context.h"
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <unistd.h>
@@ -13,8 +15,6 @@
 
 namespace inferd::runtime {
 namespace {
-
-thread_local TuningSettings current_settings;
 
 }  // namespace
 
@@ -99,18 +99,15 @@ size_t TuningCache::size() const {
   return choices_.size();
 }
 
-TuningScope::TuningScope(TuningSettings settings) : previous_(current_settings) { current_settings = settings; }
-TuningScope::~TuningScope() { current_settings = previous_; }
-
 int ChooseFastest(const std::string& key, int candidates, int default_choice, const std::function<Status(int)>& run) {
-  const TuningSettings settings = current_settings;
-  if (settings.cache != nullptr) {
-    if (auto cached = settings.cache->Find(key); cached && *cached >= 0 && *cached < candidates) return *cached;
+  const RunContext& context = CurrentRunContext();
+  if (context.tuning_cache != nullptr) {
+    if (auto cached = context.tuning_cache->Find(key); cached && *cached >= 0 && *cached < candidates) return *cached;
   }
-  if (settings.mode == TuneMode::kOff || candidates < 2) return default_choice;
+  if (context.tune == TuneMode::kOff || candidates < 2) return default_choice;
   // One warm-up run (first-touch of the weights' packed copy), then the best of a few: the best,
   // not the mean, because this machine's noise only ever adds time.
-  const int timed_runs = settings.mode == TuneMode::kFull ? 10 : 3;
+  const int timed_runs = context.tune == TuneMode::kFull ? 10 : 3;
   int best = default_choice;
   double best_seconds = std::numeric_limits<double>::infinity();
   for (int candidate = 0; candidate < candidates; ++candidate) {
@@ -127,7 +124,7 @@ int ChooseFastest(const std::string& key, int candidates, int default_choice, co
       best = candidate;
     }
   }
-  if (settings.cache != nullptr) settings.cache->Put(key, best);
+  if (context.tuning_cache != nullptr) context.tuning_cache->Put(key, best);
   return best;
 }
 

@@ -5,8 +5,7 @@
 // restart skips the timing (the file records the CPU and thread count it was measured with, and
 // is ignored on any other).
 //
-// Kernels find the settings of the session running them through a thread-local scope that
-// Session::Run opens (a Session runs on one thread at a time).
+// Kernels find the settings of the session running them in its RunContext (run_context.h).
 #pragma once
 
 #include <filesystem>
@@ -53,22 +52,6 @@ class TuningCache {
   mutable std::mutex mutex_;  // instances of one model share the cache
   std::map<std::string, int> choices_;
   bool changed_ = false;
-};
-
-// What the current thread's session wants (set by Session::Run for the kernels it runs).
-struct TuningSettings {
-  TuneMode mode = TuneMode::kFast;
-  TuningCache* cache = nullptr;
-};
-class TuningScope {
- public:
-  explicit TuningScope(TuningSettings settings);
-  ~TuningScope();
-  TuningScope(const TuningScope&) = delete;
-  TuningScope& operator=(const TuningScope&) = delete;
-
- private:
-  TuningSettings previous_;
 };
 
 // Picks among `candidates` ways to run an op: the cached choice for `key`, else (tuning on) the

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/run_context.h"
 #include "runtime/session.h"
 #include "runtime/tuning.h"
 #include "runtime_test_util.h"
@@ -94,7 +95,7 @@ TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
 
 TEST(TuningTest, ChooseFastestUsesTheCacheAndSkipsFailingCandidates) {
   TuningCache cache;
-  const TuningScope scope({TuneMode::kFast, &cache});
+  const RunScope scope({TuneMode::kFast, &cache, nullptr});
   int runs_of_first = 0;
   const int choice = ChooseFastest("op", 2, 0, [&](int candidate) -> Status {
     if (candidate == 0) {

@@ -1,5 +1,8 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/run_context.h"
+
 namespace inferd::runtime::dnnl_kernels {
 
 const dnnl::engine& Engine() {
@@ -19,6 +22,28 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims) {
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
+
+void PackedWeightsCache::AddConstant(const std::shared_ptr<const uint8_t>& data) {
+  if (data != nullptr) constants_[data.get()] = data;
+}
+
+std::optional<dnnl::memory> PackedWeightsCache::Get(const std::shared_ptr<const uint8_t>& source,
+                                                    const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  auto constant = constants_.find(source.get());
+  if (constant == constants_.end() || !SameBuffer(constant->second, source)) return std::nullopt;
+  std::vector<Entry>& entries = packed_[source.get()];
+  for (const Entry& entry : entries) {
+    if (entry.from == from && entry.to == to) return entry.packed;
+  }
+  dnnl::memory plain = Wrap(from, source.get());
+  dnnl::memory packed(to, Engine());
+  dnnl::reorder(plain, packed).execute(ThreadStream(), plain, packed);
+  ThreadStream().wait();
+  entries.push_back({from, to, packed});
+  return packed;
+}
+
+PackedWeightsCache* CurrentPackedWeights() { return CurrentRunContext().packed_weights; }
 
 KernelFactory FactoryBefore(const KernelRegistry& registry, std::string_view op) {
   const KernelFactory* factory = registry.Find(op, "", 17);

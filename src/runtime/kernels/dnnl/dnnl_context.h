@@ -4,6 +4,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
 #include "common/status.h"
 #include "common/tensor.h"
 #include "runtime/kernels/kernel.h"
@@ -35,6 +40,30 @@ Status Guarded(const char* what, Fn&& fn) {
     return Status::Internal(std::string(what) + ": " + e.what());
   }
 }
+
+// Weights reordered into the layout a primitive chose, shared by the session's kernels: ONNX
+// files share one initializer between layers (an exported 12-layer encoder may hold one set of
+// weights), and a copy per kernel multiplied them. Only the session's constants are shared; a
+// computed weight changes every run and stays with its kernel.
+class PackedWeightsCache {
+ public:
+  void AddConstant(const std::shared_ptr<const uint8_t>& data);
+  // `source` (laid out as `from`) in layout `to`, reordered on first use; nullopt when `source`
+  // is not one of the constants.
+  std::optional<dnnl::memory> Get(const std::shared_ptr<const uint8_t>& source, const dnnl::memory::desc& from,
+                                  const dnnl::memory::desc& to);
+
+ private:
+  struct Entry {
+    dnnl::memory::desc from, to;
+    dnnl::memory packed;
+  };
+  std::map<const uint8_t*, std::shared_ptr<const uint8_t>> constants_;
+  std::map<const uint8_t*, std::vector<Entry>> packed_;
+};
+
+// The running session's cache (runtime/run_context.h); nullptr outside a run.
+PackedWeightsCache* CurrentPackedWeights();
 
 // The factory registered for `op` so far (the reference kernel), which a oneDNN kernel registered
 // over it keeps as its fallback.

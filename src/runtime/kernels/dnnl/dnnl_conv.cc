@@ -190,8 +190,11 @@ class DnnlConv final : public Kernel {
   Status PrepareWeights(Plan* plan, const Tensor& w) {
     if (SameBuffer(plan->weights_source, w.data)) return Status::Ok();
     dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
+    PackedWeightsCache* shared = CurrentPackedWeights();
     if (plan->pd.weights_desc() == plan->plain_weights_desc) {
       plan->weights = plain;
+    } else if (auto packed = shared ? shared->Get(w.data, plan->plain_weights_desc, plan->pd.weights_desc()) : std::nullopt) {
+      plan->weights = *packed;
     } else {
       plan->weights = dnnl::memory(plan->pd.weights_desc(), Engine());
       dnnl::reorder(plain, plan->weights).execute(ThreadStream(), plain, plan->weights);

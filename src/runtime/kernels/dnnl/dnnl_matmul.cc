@@ -134,9 +134,14 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
   auto run_conv = [&]() -> Status {
     ConvAlternative& conv = *plan.conv;
     if (!SameBuffer(conv.weights_source, b.data)) {
-      dnnl::memory plain = Wrap(conv.plain_weights_desc, b.data.get());
-      conv.weights = dnnl::memory(conv.weights_desc, Engine());
-      dnnl::reorder(plain, conv.weights).execute(ThreadStream(), plain, conv.weights);
+      PackedWeightsCache* shared = CurrentPackedWeights();
+      if (auto packed = shared ? shared->Get(b.data, conv.plain_weights_desc, conv.weights_desc) : std::nullopt) {
+        conv.weights = *packed;
+      } else {
+        dnnl::memory plain = Wrap(conv.plain_weights_desc, b.data.get());
+        conv.weights = dnnl::memory(conv.weights_desc, Engine());
+        dnnl::reorder(plain, conv.weights).execute(ThreadStream(), plain, conv.weights);
+      }
       conv.weights_source = b.data;
     }
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, a.data.get())},
