@@ -37,10 +37,11 @@ struct SessionOptions {
   const KernelRegistry* registry = nullptr;  // default: KernelRegistry::Default()
   bool optimize = true;                      // run the optimizer passes (passes/optimizer.h)
   TuneMode tune = TuneMode::kFast;           // kernel auto-tuning (runtime/tuning.h)
-  // Where tuning choices persist. Load() uses TuningCachePath(model) unless this is set; empty
-  // after that (FromGraph) keeps them in memory.
+  // Tuning choices persist in a file when persist_tuning is set: `tuning_cache`, or for Load()
+  // TuningCachePath(model) next to the model. Off by default: a library call writes no files;
+  // the server and `inferd run` turn it on.
   std::filesystem::path tuning_cache;
-  bool persist_tuning = true;  // false: Load() keeps choices in memory too
+  bool persist_tuning = false;
   int intra_op_threads = 0;    // what runs will use, for the tuning cache (0: the calling thread's)
 };
 

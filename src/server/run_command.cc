@@ -168,6 +168,7 @@ int RunRun(const RunFlags& flags) {
   runtime::SessionOptions options;
   options.tune = runtime::ParseTuneMode(flags.tune).value_or(runtime::TuneMode::kFast);
   options.intra_op_threads = threads;
+  options.persist_tuning = true;
   auto session = Session::Load(flags.model, options);
   if (!session.ok()) {
     std::fprintf(stderr, "error: %s\n", session.status().message().c_str());

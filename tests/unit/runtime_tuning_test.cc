@@ -72,7 +72,7 @@ TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
   const std::filesystem::path cache = dir / "model.onnx.tuning";
   const Graph graph = LinearLayer(16, 32);
   {
-    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .intra_op_threads = 2});
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .persist_tuning = true, .intra_op_threads = 2});
     ASSERT_TRUE(session.ok());
     ExpectMatchesReference(**session, graph, Random({1, 8, 16}, 4));
     EXPECT_EQ((*session)->tuning().size(), 1u);
@@ -80,13 +80,13 @@ TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
   ASSERT_TRUE(std::filesystem::exists(cache));
   {
     // A new session (a restart) reads the choice instead of timing again.
-    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .intra_op_threads = 2});
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .persist_tuning = true, .intra_op_threads = 2});
     ASSERT_TRUE(session.ok());
     EXPECT_EQ((*session)->tuning().size(), 1u);
   }
   {
     // Timings made with another thread count do not apply.
-    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .intra_op_threads = 3});
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .persist_tuning = true, .intra_op_threads = 3});
     ASSERT_TRUE(session.ok());
     EXPECT_EQ((*session)->tuning().size(), 0u);
   }

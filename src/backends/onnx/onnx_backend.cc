@@ -109,6 +109,7 @@ class OnnxBackend final : public Backend {
     const fs::path file = options.version_dir / ModelFile(config);
     runtime::SessionOptions session_options;
     session_options.intra_op_threads = options.intra_op_threads;
+    session_options.persist_tuning = true;  // MODEL.onnx.tuning next to the model: a restart skips the timing
     // parameters { key: "tune" value: { string_value: "off|fast|full" } }: kernel auto-tuning.
     if (auto tune = ConfigParameter(config, "tune")) {
       auto mode = runtime::ParseTuneMode(*tune);

@@ -12,6 +12,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/tuning.h"
 #include "runtime/kernels/window.h"
 
 namespace inferd::runtime {
@@ -27,8 +28,9 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 // ---- Conv ----
 
 // Each tensor has the layout the layout pass gave it (plain, or blocked when the pass keeps a chain
-// of convolutions blocked); the primitive has the layout oneDNN picked. Reorders run only where the
-// two differ, which after layout propagation is at the edges of a chain.
+// of convolutions blocked); each candidate primitive has the layout its implementation wants.
+// Reorders run only where the two differ, which after layout propagation is at the edges of a
+// chain, or where tuning found a plain-layout implementation faster even with them.
 class DnnlConv final : public Kernel {
  public:
   DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
@@ -47,49 +49,37 @@ class DnnlConv final : public Kernel {
       return Fallback(in, out);
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
+    const Tensor* bias = Input(in, 2);
     Plan* plan = nullptr;
-    RETURN_IF_ERROR(FindPlan(*x, *w, Input(in, 2) != nullptr, residual, &plan));
+    RETURN_IF_ERROR(FindPlan(*x, *w, bias != nullptr, residual, &plan));
     if (plan == nullptr) return Fallback(in, out);  // oneDNN rejected this shape
-    last_ = plan->pd.impl_info_str();
     return Guarded("Conv", [&]() -> Status {
-      RETURN_IF_ERROR(PrepareWeights(plan, *w));
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc));
-      dnnl::stream& stream = ThreadStream();
-      dnnl::memory src = Wrap(plan->src_desc, x->data.get());
-      dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
-      if (plan->src_reorder) {
-        plan->src_reorder.execute(stream, src, plan->primitive_src);
-        src = plan->primitive_src;
+      if (plan->chosen < 0) {
+        // Candidates are timed on this call's real tensors (tuning.h); each writes the output.
+        // Their weights are packed privately meanwhile; the loser's go with them, and the winner
+        // takes the session's shared copy.
+        const int choice = ChooseFastest(plan->tuning_key, static_cast<int>(plan->candidates.size()), 0, [&](int i) {
+          return Guarded("Conv", [&] { return Execute(plan, &plan->candidates[i], *x, *w, bias, residual, dst, false); });
+        });
+        Candidate winner = std::move(plan->candidates[choice]);
+        winner.weights_source.reset();
+        plan->candidates.clear();
+        plan->candidates.push_back(std::move(winner));
+        plan->chosen = 0;
       }
-      dnnl::memory target = plan->dst_reorder ? plan->primitive_dst : tensor_dst;
-      if (plan->post_ops.add_as_sum) {
-        // The sum post-op adds onto what the destination holds: put the residual there.
-        if (plan->residual_reorder) {
-          dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
-          plan->residual_reorder.execute(stream, residual_memory, target);
-        } else {
-          std::memcpy(target.get_data_handle(), residual->data.get(), plan->pd.dst_desc().get_size());
-        }
-      }
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, target}};
-      if (const Tensor* b = Input(in, 2)) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, b->data.get()));
-      AddResidualArgument(plan->post_ops, residual, &args);
-      plan->primitive.execute(stream, args);
-      if (plan->dst_reorder) plan->dst_reorder.execute(stream, plan->primitive_dst, tensor_dst);
-      stream.wait();
-      return Status::Ok();
+      Candidate& chosen = plan->candidates[plan->chosen];
+      last_ = chosen.implementation;
+      return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }
 
  private:
-  struct Plan {
-    bool usable = false;
-    Shape out_shape;
-    // The tensors' own layouts (plain or blocked, as the layout pass decided).
-    dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
-    dnnl::convolution_forward::primitive_desc pd;
+  // One way oneDNN can run the convolution (its implementations in order of preference).
+  struct Candidate {
+    std::string implementation;
+    dnnl::memory::desc src_desc, dst_desc, weights_desc;
     dnnl::convolution_forward primitive;
-    FusedPostOps post_ops;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
     dnnl::reorder src_reorder, dst_reorder, residual_reorder;
     dnnl::memory primitive_src, primitive_dst;
@@ -99,8 +89,52 @@ class DnnlConv final : public Kernel {
     dnnl::memory weights;
   };
 
+  struct Plan {
+    bool usable = false;
+    Shape out_shape;
+    // The tensors' own layouts (plain or blocked, as the layout pass decided).
+    dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
+    FusedPostOps post_ops;
+    std::vector<Candidate> candidates;
+    int chosen = -1;  // until the first run has timed them
+    std::string tuning_key;
+  };
+
+  // Up to this many implementations are timed: oneDNN lists the best ones first (blocked direct,
+  // then GEMM-based), and older-ISA or reference ones after.
+  static constexpr size_t kMaxCandidates = 3;
+
   Status Fallback(Inputs in, Outputs out) {
     return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
+  }
+
+  Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
+                 float* dst, bool shared_weights = true) {
+    RETURN_IF_ERROR(PrepareWeights(plan, c, w, shared_weights));
+    dnnl::stream& stream = ThreadStream();
+    dnnl::memory src = Wrap(plan->src_desc, x.data.get());
+    dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
+    if (c->src_reorder) {
+      c->src_reorder.execute(stream, src, c->primitive_src);
+      src = c->primitive_src;
+    }
+    dnnl::memory target = c->dst_reorder ? c->primitive_dst : tensor_dst;
+    if (plan->post_ops.add_as_sum) {
+      // The sum post-op adds onto what the destination holds: put the residual there.
+      if (c->residual_reorder) {
+        dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
+        c->residual_reorder.execute(stream, residual_memory, target);
+      } else {
+        std::memcpy(target.get_data_handle(), residual->data.get(), c->dst_desc.get_size());
+      }
+    }
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->weights}, {DNNL_ARG_DST, target}};
+    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, bias->data.get()));
+    AddResidualArgument(plan->post_ops, residual, &args);
+    c->primitive.execute(stream, args);
+    if (c->dst_reorder) c->dst_reorder.execute(stream, c->primitive_dst, tensor_dst);
+    stream.wait();
+    return Status::Ok();
   }
 
   Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
@@ -162,44 +196,71 @@ class DnnlConv final : public Kernel {
     if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
       return Status::Ok();  // not usable
     }
-    // Let oneDNN pick the activation layout; keep the tensors' layouts if its pick is a reference kernel.
+    // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
+    // iterator reads the op desc, which must outlive the iteration.
     dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
     dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
-    plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(src_any, dst_any), plan->post_ops.attr, Engine());
-    if (std::string(plan->pd.impl_info_str()).rfind("ref", 0) == 0) {
-      plan->pd = dnnl::convolution_forward::primitive_desc(make_desc(plan->src_desc, plan->dst_desc),
-                                                           plan->post_ops.attr, Engine());
+    const auto any_desc = make_desc(src_any, dst_any);
+    dnnl::convolution_forward::primitive_desc pd(any_desc, plan->post_ops.attr, Engine(), /*allow_empty=*/true);
+    while (pd && plan->candidates.size() < kMaxCandidates) {
+      const std::string implementation = pd.impl_info_str();
+      const bool weak = implementation.rfind("ref", 0) == 0 || implementation.find("sse41") != std::string::npos;
+      if (!weak || plan->candidates.empty()) AddCandidate(pd, plan);
+      if (!pd.next_impl()) break;
     }
-    if (plan->pd.src_desc() != plan->src_desc) {
-      plan->primitive_src = dnnl::memory(plan->pd.src_desc(), Engine());
-      plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), plan->pd.src_desc()));
+    if (plan->candidates.empty() || plan->candidates[0].implementation.rfind("ref", 0) == 0) {
+      // Only reference implementations for free layouts: the tensors' own layouts then.
+      plan->candidates.clear();
+      const auto fixed_desc = make_desc(plan->src_desc, plan->dst_desc);
+      AddCandidate(dnnl::convolution_forward::primitive_desc(fixed_desc, plan->post_ops.attr, Engine()), plan);
     }
-    if (plan->pd.dst_desc() != plan->dst_desc) {
-      plan->primitive_dst = dnnl::memory(plan->pd.dst_desc(), Engine());
-      plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->pd.dst_desc(), Engine(), plan->dst_desc));
-    }
-    if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != plan->pd.dst_desc()) {
-      plan->residual_reorder = dnnl::reorder(
-          dnnl::reorder::primitive_desc(Engine(), plan->post_ops.residual_desc, Engine(), plan->pd.dst_desc()));
-    }
-    plan->primitive = dnnl::convolution_forward(plan->pd);
+    plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
+                       std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
+                       ShapeToString(w.dilations) + " pads=" + ShapeToString(w.pads) + (has_bias ? " bias" : "") +
+                       " layouts=" + (layouts_.input(0) ? "b" : "p") + (layouts_.output(0) ? "b" : "p") +
+                       (residual_blocked ? "b" : "p") + " post=";
+    for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
+    if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
+    if (plan->candidates.size() == 1) plan->chosen = 0;
     plan->usable = true;
     return Status::Ok();
   }
 
-  Status PrepareWeights(Plan* plan, const Tensor& w) {
-    if (SameBuffer(plan->weights_source, w.data)) return Status::Ok();
-    dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
-    PackedWeightsCache* shared = CurrentPackedWeights();
-    if (plan->pd.weights_desc() == plan->plain_weights_desc) {
-      plan->weights = plain;
-    } else if (auto packed = shared ? shared->Get(w.data, plan->plain_weights_desc, plan->pd.weights_desc()) : std::nullopt) {
-      plan->weights = *packed;
-    } else {
-      plan->weights = dnnl::memory(plan->pd.weights_desc(), Engine());
-      dnnl::reorder(plain, plan->weights).execute(ThreadStream(), plain, plan->weights);
+  void AddCandidate(const dnnl::convolution_forward::primitive_desc& pd, Plan* plan) {
+    Candidate c;
+    c.implementation = pd.impl_info_str();
+    c.src_desc = pd.src_desc();
+    c.dst_desc = pd.dst_desc();
+    c.weights_desc = pd.weights_desc();
+    c.primitive = dnnl::convolution_forward(pd);
+    if (c.src_desc != plan->src_desc) {
+      c.primitive_src = dnnl::memory(c.src_desc, Engine());
+      c.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), c.src_desc));
     }
-    plan->weights_source = w.data;
+    if (c.dst_desc != plan->dst_desc) {
+      c.primitive_dst = dnnl::memory(c.dst_desc, Engine());
+      c.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), c.dst_desc, Engine(), plan->dst_desc));
+    }
+    if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != c.dst_desc) {
+      c.residual_reorder =
+          dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->post_ops.residual_desc, Engine(), c.dst_desc));
+    }
+    plan->candidates.push_back(std::move(c));
+  }
+
+  Status PrepareWeights(Plan* plan, Candidate* c, const Tensor& w, bool shared_weights) {
+    if (SameBuffer(c->weights_source, w.data)) return Status::Ok();
+    dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
+    PackedWeightsCache* shared = shared_weights ? CurrentPackedWeights() : nullptr;
+    if (c->weights_desc == plan->plain_weights_desc) {
+      c->weights = plain;
+    } else if (auto packed = shared ? shared->Get(w.data, plan->plain_weights_desc, c->weights_desc) : std::nullopt) {
+      c->weights = *packed;
+    } else {
+      c->weights = dnnl::memory(c->weights_desc, Engine());
+      dnnl::reorder(plain, c->weights).execute(ThreadStream(), plain, c->weights);
+    }
+    c->weights_source = w.data;
     return Status::Ok();
   }
 
