@@ -115,17 +115,45 @@ def test_bad_onnx_models_are_reported_and_the_rest_serve(fresh_server, tmp_path)
         max_batch_size: 4
         input [ { name: "x", data_type: TYPE_INT32, dims: [ 8 ] } ]
         """)
+    add_model(tmp_path, "bad_tune", linear_relu_model().SerializeToString(), """
+        backend: "onnxruntime"
+        parameters { key: "tune" value: { string_value: "sometimes" } }
+        """)
     server = fresh_server(repo=tmp_path)
     index = {e["name"]: e for e in requests.post(server.url + "/v2/repository/index").json()}
     assert index["good"]["state"] == "READY"
     reasons = {"corrupt": "not an ONNX model", "unsupported": "NonMaxSuppression (node 'nms')",
-               "wrong_input": "'not_x' is not an input", "wrong_type": "TYPE_INT32"}
+               "wrong_input": "'not_x' is not an input", "wrong_type": "TYPE_INT32",
+               "bad_tune": "tune mode must be off, fast or full"}
     for name, text in reasons.items():
         assert index[name]["state"] == "UNAVAILABLE", name
         assert text in index[name]["reason"], index[name]
     assert "Unique (node 'uniq')" in index["unsupported"]["reason"]  # every unsupported op, at once
     x = RNG.standard_normal((1, 8)).astype(np.float32)
     assert infer(server, "good", x).status_code == 200
+
+
+def test_tuning_choices_persist_next_to_the_model(fresh_server, tmp_path):
+    """With tuning on (the default), the first executions time the kernels' candidates and the
+    choices land in model.onnx.tuning; `tune: off` writes nothing. Answers are right either way."""
+    for name, tune in (("tuned", "full"), ("untuned", "off")):
+        add_model(tmp_path, name, linear_relu_model().SerializeToString(), f"""
+            backend: "onnxruntime"
+            max_batch_size: 8
+            parameters {{ key: "tune" value: {{ string_value: "{tune}" }} }}
+            """)
+    server = fresh_server(repo=tmp_path)
+    x = RNG.standard_normal((3, 8)).astype(np.float32)
+    for name in ("tuned", "untuned"):
+        response = infer(server, name, x)
+        assert response.status_code == 200, response.text
+        y = np.array(response.json()["outputs"][0]["data"], dtype=np.float32).reshape(3, 5)
+        np.testing.assert_allclose(y, expected(x), rtol=1e-4, atol=1e-4)
+    cache = tmp_path / "tuned" / "1" / "model.onnx.tuning"
+    assert cache.exists()
+    lines = cache.read_text().splitlines()
+    assert lines[0].startswith("# inferd tuning cache") and any(line.startswith("Gemm ") for line in lines[1:])
+    assert not (tmp_path / "untuned" / "1" / "model.onnx.tuning").exists()
 
 
 def test_bad_inputs_get_clear_errors(server):
