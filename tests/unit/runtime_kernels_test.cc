@@ -253,6 +253,47 @@ TEST(LayerNormTest, OneDnnMatchesReference) {
   }
 }
 
+TEST(ReduceTest, OneDnnMatchesReference) {
+  struct Case {
+    const char* op;
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+    bool expect_onednn;
+  };
+  for (const Case& c : std::vector<Case>{{"ReduceMean", {-1}, 1, true},
+                                         {"ReduceMax", {1, 2}, 0, true},
+                                         {"ReduceMin", {}, 1, true},
+                                         {"ReduceProd", {0}, 0, true},
+                                         {"ReduceL1", {2}, 1, true},
+                                         {"ReduceL2", {1}, 0, true},
+                                         {"ReduceSumSquare", {0, 2}, 1, true},
+                                         {"ReduceLogSumExp", {1}, 1, false}}) {
+    std::vector<Tensor> inputs{Random({3, 4, 5}, 21, 0.5f, 1.5f)};
+    std::map<std::string, Attribute, std::less<>> attributes{{"keepdims", Int(c.keepdims)}};
+    if (!c.axes.empty()) attributes["axes"] = Ints(c.axes);
+    Comparison result = ExpectSameAsReference(OneNode(c.op, 1, attributes), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn) << c.op << ": " << result.implementation;
+  }
+  // ReduceSum's axes are an input from opset 13.
+  Tensor axes;
+  *AllocateOutputAs<int64_t>(&axes, DataType::kInt64, {1}).value() = 1;
+  std::vector<Tensor> inputs{Random({2, 6, 3}, 22), axes};
+  Comparison result = ExpectSameAsReference(OneNode("ReduceSum", 2, {{"keepdims", Int(0)}}), inputs);
+  EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << result.implementation;
+  EXPECT_EQ(result.shape, (Shape{2, 3}));
+}
+
+TEST(NormalizationTest, BatchNormAndLrnRunOnOneDnn) {
+  std::vector<Tensor> bn{Random({2, 5, 4, 3}, 23), Random({5}, 24), Random({5}, 25), Random({5}, 26),
+                         Random({5}, 27, 0.5f, 2.0f)};
+  Comparison result = ExpectSameAsReference(OneNode("BatchNormalization", 5, {{"epsilon", Float(1e-3f)}}), bn);
+  EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << result.implementation;
+  std::vector<Tensor> lrn{Random({2, 7, 5, 5}, 28)};
+  result = ExpectSameAsReference(
+      OneNode("LRN", 1, {{"size", Int(3)}, {"alpha", Float(1e-2f)}, {"beta", Float(0.75f)}, {"bias", Float(2.0f)}}), lrn);
+  EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << result.implementation;
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

@@ -66,6 +66,7 @@ void RegisterDnnlPoolKernels(KernelRegistry* registry);
 void RegisterDnnlBinaryKernels(KernelRegistry* registry);
 void RegisterDnnlDataMovementKernels(KernelRegistry* registry);
 void RegisterDnnlNormKernels(KernelRegistry* registry);
+void RegisterDnnlReduceKernels(KernelRegistry* registry);
 // inferd.Reorder, which only the layout pass creates (it has no reference kernel: plain is the
 // only layout without oneDNN).
 void RegisterDnnlLayoutKernels(KernelRegistry* registry);

@@ -57,6 +57,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterDnnlBinaryKernels(r);
     RegisterDnnlDataMovementKernels(r);
     RegisterDnnlNormKernels(r);
+    RegisterDnnlReduceKernels(r);
     RegisterDnnlLayoutKernels(r);
     return r;
   }();

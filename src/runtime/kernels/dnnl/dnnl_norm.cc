@@ -1,7 +1,11 @@
-// LayerNormalization on oneDNN (FP32, inference: one output). The normalized dims are viewed as
-// one: [rows, size] with size the product of the dims from `axis` on, which is what oneDNN
-// normalizes over. Scale and bias must then hold `size` values; other broadcasts, the training
-// outputs (Mean, InvStdDev) and other types take the reference kernel.
+// Normalizations on oneDNN (FP32, inference: one output each):
+// - LayerNormalization: the normalized dims are viewed as one, [rows, size] with size the product
+//   of the dims from `axis` on, which is what oneDNN normalizes over. Scale and bias must then hold
+//   `size` values; other broadcasts, the training outputs (Mean, InvStdDev) and other types take
+//   the reference kernel.
+// - BatchNormalization with the running statistics (what the optimizer could not fold into a Conv).
+// - LRN across channels.
+#include <algorithm>
 #include <map>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
@@ -72,9 +76,117 @@ class DnnlLayerNorm final : public Kernel {
   std::string last_;
 };
 
+// BatchNormalization: y = scale * (x - mean) / sqrt(var + epsilon) + B, per channel (dim 1).
+class DnnlBatchNorm final : public Kernel {
+ public:
+  DnnlBatchNorm(float epsilon, std::unique_ptr<Kernel> fallback) : epsilon_(epsilon), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    if (in.size() < 5 || out.size() != 1 || std::any_of(in.begin(), in.begin() + 5, [](const Tensor* t) {
+          return t == nullptr || t->dtype != DataType::kFp32;
+        })) {
+      return fallback_->Run(in, out);
+    }
+    const Tensor& x = *in[0];
+    if (x.shape.size() < 2 || x.shape.size() > 5 || ElementsOf(x) == 0) return fallback_->Run(in, out);
+    const int64_t channels = x.shape[1];
+    for (size_t i = 1; i < 5; ++i) {
+      if (ElementsOf(*in[i]) != channels) return fallback_->Run(in, out);
+    }
+    return Guarded("BatchNormalization", [&]() -> Status {
+      const dnnl::memory::desc data = PlainDesc(ToDims(x.shape));
+      const dnnl::memory::desc channel = PlainDesc({channels});
+      auto it = primitives_.find(x.shape);
+      if (it == primitives_.end()) {
+        const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                           dnnl::normalization_flags::use_shift;
+        dnnl::batch_normalization_forward::primitive_desc pd(
+            dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), Engine());
+        it = primitives_.emplace(x.shape, std::make_pair(dnnl::batch_normalization_forward(pd), std::string(pd.impl_info_str())))
+                 .first;
+      }
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x.data.get())},
+                                                {DNNL_ARG_DST, Wrap(data, dst)},
+                                                {DNNL_ARG_SCALE, Wrap(channel, in[1]->data.get())},
+                                                {DNNL_ARG_SHIFT, Wrap(channel, in[2]->data.get())},
+                                                {DNNL_ARG_MEAN, Wrap(channel, in[3]->data.get())},
+                                                {DNNL_ARG_VARIANCE, Wrap(channel, in[4]->data.get())}});
+      ThreadStream().wait();
+      last_ = it->second.second;
+      return Status::Ok();
+    });
+  }
+
+ private:
+  float epsilon_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<Shape, std::pair<dnnl::batch_normalization_forward, std::string>> primitives_;
+  std::string last_;
+};
+
+// LRN: y = x / (bias + alpha / size * sum of x^2 over `size` neighbouring channels)^beta.
+class DnnlLrn final : public Kernel {
+ public:
+  DnnlLrn(int64_t size, float alpha, float beta, float bias, std::unique_ptr<Kernel> fallback)
+      : size_(size), alpha_(alpha), beta_(beta), bias_(bias), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    const Tensor* x = InputAt(in, 0);
+    if (x == nullptr || x->dtype != DataType::kFp32 || x->shape.size() < 3 || x->shape.size() > 5 ||
+        ElementsOf(*x) == 0) {
+      return fallback_->Run(in, out);
+    }
+    return Guarded("LRN", [&]() -> Status {
+      const dnnl::memory::desc data = PlainDesc(ToDims(x->shape));
+      auto it = primitives_.find(x->shape);
+      if (it == primitives_.end()) {
+        dnnl::lrn_forward::primitive_desc pd(
+            dnnl::lrn_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels, data,
+                                    size_, alpha_, beta_, bias_),
+            Engine());
+        it = primitives_.emplace(x->shape, std::make_pair(dnnl::lrn_forward(pd), std::string(pd.impl_info_str()))).first;
+      }
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x->shape));
+      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x->data.get())}, {DNNL_ARG_DST, Wrap(data, dst)}});
+      ThreadStream().wait();
+      last_ = it->second.second;
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t size_;
+  float alpha_, beta_, bias_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<Shape, std::pair<dnnl::lrn_forward, std::string>> primitives_;
+  std::string last_;
+};
+
 }  // namespace
 
 void RegisterDnnlNormKernels(KernelRegistry* r) {
+  if (KernelFactory reference = FactoryBefore(*r, "BatchNormalization")) {
+    r->Register("BatchNormalization", 6, [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
+      ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+      return std::unique_ptr<Kernel>(std::make_unique<DnnlBatchNorm>(epsilon, std::move(fallback)));
+    });
+  }
+  if (KernelFactory reference = FactoryBefore(*r, "LRN")) {
+    r->Register("LRN", 1, [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
+      ASSIGN_OR_RETURN(float alpha, node.Float("alpha", 1e-4f));
+      ASSIGN_OR_RETURN(float beta, node.Float("beta", 0.75f));
+      ASSIGN_OR_RETURN(float bias, node.Float("bias", 1.0f));
+      ASSIGN_OR_RETURN(int64_t size, node.Int("size", 0));
+      return std::unique_ptr<Kernel>(std::make_unique<DnnlLrn>(size, alpha, beta, bias, std::move(fallback)));
+    });
+  }
   KernelFactory reference = FactoryBefore(*r, "LayerNormalization");
   if (!reference) return;
   r->Register("LayerNormalization", 17, [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
