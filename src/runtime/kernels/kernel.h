@@ -58,6 +58,7 @@ void RegisterElementwiseKernels(KernelRegistry* registry);
 void RegisterShapeKernels(KernelRegistry* registry);
 void RegisterReduceKernels(KernelRegistry* registry);
 void RegisterNnKernels(KernelRegistry* registry);
+void RegisterResizeKernels(KernelRegistry* registry);
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);

@@ -42,6 +42,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterShapeKernels(r);
     RegisterReduceKernels(r);
     RegisterNnKernels(r);
+    RegisterResizeKernels(r);
     return r;
   }();
   return *registry;
