@@ -294,6 +294,30 @@ TEST(NormalizationTest, BatchNormAndLrnRunOnOneDnn) {
   EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << result.implementation;
 }
 
+TEST(ConvTransposeTest, OneDnnMatchesReference) {
+  struct Case {
+    Shape x, w;
+    std::map<std::string, Attribute, std::less<>> attributes;
+    bool bias, expect_onednn;
+  };
+  const std::vector<Case> cases = {
+      {{1, 3, 5, 5}, {3, 4, 3, 3}, {}, true, true},
+      {{2, 4, 4, 4}, {4, 3, 3, 3}, {{"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}, {"output_padding", Ints({1, 1})}}, false, true},
+      {{1, 4, 3, 3}, {4, 2, 2, 2}, {{"group", Int(2)}, {"dilations", Ints({2, 2})}}, true, true},
+      {{1, 2, 3, 4}, {2, 3, 3, 3}, {{"strides", Ints({3, 2})}, {"output_shape", Ints({9, 8})}}, true, true},
+      {{1, 2, 4}, {2, 3, 3}, {{"strides", Ints({2})}}, true, true},
+      // Output padding beyond the right pad: oneDNN would need a negative pad.
+      {{1, 2, 3, 3}, {2, 2, 3, 3}, {{"strides", Ints({2, 2})}, {"output_padding", Ints({1, 1})}}, false, false},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> inputs{Random(c.x, 29), Random(c.w, 30)};
+    if (c.bias) inputs.push_back(Random({c.w[1] * (c.attributes.count("group") ? c.attributes.at("group").i : 1)}, 31));
+    Comparison result = ExpectSameAsReference(OneNode("ConvTranspose", inputs.size(), c.attributes), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn)
+        << ShapeToString(c.x) << " " << ShapeToString(c.w) << ": " << result.implementation;
+  }
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

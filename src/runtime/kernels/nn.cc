@@ -221,31 +221,9 @@ StatusOr<std::unique_ptr<Kernel>> MakeConvTranspose(const Node& node, int) {
     if (weight.shape[0] != channels || channels % group) return Status::InvalidArgument("ConvTranspose: channels do not match");
     WindowAttributes w = window;
     if (w.kernel.empty()) w.kernel.assign(weight.shape.begin() + 2, weight.shape.end());
-    if (w.strides.empty()) w.strides.assign(dims, 1);
-    if (w.dilations.empty()) w.dilations.assign(dims, 1);
-    if (w.pads.empty()) w.pads.assign(2 * dims, 0);
-    std::vector<int64_t> padding = output_padding.empty() ? std::vector<int64_t>(dims, 0) : output_padding;
     Shape in_spatial(x.shape.begin() + 2, x.shape.end());
-    std::vector<int64_t> out_spatial(dims);
-    for (size_t d = 0; d < dims; ++d) {
-      const int64_t extent = w.dilations[d] * (w.kernel[d] - 1) + 1;
-      const int64_t full = w.strides[d] * (in_spatial[d] - 1) + padding[d] + extent;
-      if (!output_shape.empty()) {
-        out_spatial[d] = output_shape[output_shape.size() - dims + d];
-        const int64_t total = std::max<int64_t>(0, full - out_spatial[d]);
-        const bool upper = w.auto_pad != "SAME_LOWER";
-        w.pads[d] = upper ? total / 2 : total - total / 2;
-        w.pads[d + dims] = total - w.pads[d];
-      } else if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") {
-        out_spatial[d] = in_spatial[d] * w.strides[d];
-        const int64_t total = std::max<int64_t>(0, full - out_spatial[d]);
-        w.pads[d] = w.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-        w.pads[d + dims] = total - w.pads[d];
-      } else {
-        out_spatial[d] = full - w.pads[d] - w.pads[d + dims];
-      }
-      if (out_spatial[d] <= 0) return Status::InvalidArgument("ConvTranspose: empty output");
-    }
+    std::vector<int64_t> out_spatial;
+    RETURN_IF_ERROR(ResolveTransposedWindow(&w, in_spatial, output_padding, output_shape, &out_spatial));
     Shape shape{batch, filters};
     shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
     ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));

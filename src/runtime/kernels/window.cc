@@ -52,4 +52,41 @@ Status ResolveWindow(WindowAttributes* w, const Shape& input_spatial, std::vecto
   return Status::Ok();
 }
 
+Status ResolveTransposedWindow(WindowAttributes* w, const Shape& input_spatial, const std::vector<int64_t>& output_padding,
+                               const std::vector<int64_t>& output_shape, std::vector<int64_t>* out_spatial) {
+  const size_t dims = input_spatial.size();
+  if (w->kernel.size() != dims) return Status::InvalidArgument("ConvTranspose: kernel_shape does not match the input rank");
+  if (w->strides.empty()) w->strides.assign(dims, 1);
+  if (w->dilations.empty()) w->dilations.assign(dims, 1);
+  if (w->pads.empty()) w->pads.assign(2 * dims, 0);
+  if (w->strides.size() != dims || w->dilations.size() != dims || w->pads.size() != 2 * dims) {
+    return Status::InvalidArgument("ConvTranspose: strides, dilations or pads do not match the input rank");
+  }
+  const std::vector<int64_t> padding = output_padding.empty() ? std::vector<int64_t>(dims, 0) : output_padding;
+  if (padding.size() != dims || (!output_shape.empty() && output_shape.size() < dims)) {
+    return Status::InvalidArgument("ConvTranspose: output_padding or output_shape do not match the input rank");
+  }
+  out_spatial->assign(dims, 0);
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t extent = w->dilations[d] * (w->kernel[d] - 1) + 1;
+    const int64_t full = w->strides[d] * (input_spatial[d] - 1) + padding[d] + extent;
+    if (!output_shape.empty()) {
+      (*out_spatial)[d] = output_shape[output_shape.size() - dims + d];
+      const int64_t total = std::max<int64_t>(0, full - (*out_spatial)[d]);
+      const bool upper = w->auto_pad != "SAME_LOWER";
+      w->pads[d] = upper ? total / 2 : total - total / 2;
+      w->pads[d + dims] = total - w->pads[d];
+    } else if (w->auto_pad == "SAME_UPPER" || w->auto_pad == "SAME_LOWER") {
+      (*out_spatial)[d] = input_spatial[d] * w->strides[d];
+      const int64_t total = std::max<int64_t>(0, full - (*out_spatial)[d]);
+      w->pads[d] = w->auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w->pads[d + dims] = total - w->pads[d];
+    } else {
+      (*out_spatial)[d] = full - w->pads[d] - w->pads[d + dims];
+    }
+    if ((*out_spatial)[d] <= 0) return Status::InvalidArgument("ConvTranspose: empty output");
+  }
+  return Status::Ok();
+}
+
 }  // namespace inferd::runtime

@@ -22,4 +22,9 @@ StatusOr<WindowAttributes> ReadWindow(const Node& node);
 // output's spatial dims.
 Status ResolveWindow(WindowAttributes* w, const Shape& input_spatial, std::vector<int64_t>* out_spatial);
 
+// ConvTranspose's geometry: fills defaults, resolves output_shape and auto_pad into pads, and
+// computes the output's spatial dims (error for an empty output).
+Status ResolveTransposedWindow(WindowAttributes* w, const Shape& input_spatial, const std::vector<int64_t>& output_padding,
+                               const std::vector<int64_t>& output_shape, std::vector<int64_t>* out_spatial);
+
 }  // namespace inferd::runtime

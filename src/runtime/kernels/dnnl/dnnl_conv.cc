@@ -1,4 +1,4 @@
-// oneDNN convolution. Each kernel keeps one primitive per input shape (oneDNN's lifecycle: memory
+// oneDNN convolution and transposed convolution (deconvolution). Each kernel keeps one primitive per input shape (oneDNN's lifecycle: memory
 // desc -> primitive desc -> primitive -> execute) and falls back to the reference kernel for what
 // oneDNN cannot run (other element types, shapes it rejects).
 #include <cstring>
@@ -273,6 +273,151 @@ class DnnlConv final : public Kernel {
   std::string last_;  // empty: the fallback ran
 };
 
+// ConvTranspose on oneDNN's deconvolution. ONNX keeps the weights as [C_in, C_out / group, k...];
+// oneDNN reads them through a strided descriptor in its own dim order and reorders them once.
+// Output padding beyond the right pad (a negative oneDNN pad) takes the reference kernel.
+class DnnlConvTranspose final : public Kernel {
+ public:
+  DnnlConvTranspose(WindowAttributes window, int64_t group, std::vector<int64_t> output_padding,
+                    std::vector<int64_t> output_shape, std::unique_ptr<Kernel> fallback)
+      : window_(std::move(window)), group_(group), output_padding_(std::move(output_padding)),
+        output_shape_(std::move(output_shape)), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    const Tensor* x = Input(in, 0);
+    const Tensor* w = Input(in, 1);
+    const Tensor* bias = Input(in, 2);
+    if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != DataType::kFp32 ||
+        (bias != nullptr && bias->dtype != DataType::kFp32) || x->shape.size() < 3 || x->shape.size() > 5 ||
+        w->shape.size() != x->shape.size() || w->shape[0] != x->shape[1] || x->shape[1] % group_ != 0) {
+      return fallback_->Run(in, out);
+    }
+    auto key = std::make_tuple(x->shape, w->shape, bias != nullptr);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      Plan plan;
+      Status status = Guarded("ConvTranspose", [&] { return CreatePlan(x->shape, w->shape, bias != nullptr, &plan); });
+      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+      it = plans_.emplace(key, std::move(plan)).first;
+    }
+    Plan& plan = it->second;
+    if (!plan.usable) return fallback_->Run(in, out);
+    last_ = plan.implementation;
+    return Guarded("ConvTranspose", [&]() -> Status {
+      if (!SameBuffer(plan.weights_source, w->data)) {
+        PackedWeightsCache* shared = CurrentPackedWeights();
+        if (auto packed = shared ? shared->Get(w->data, plan.onnx_weights_desc, plan.weights_desc) : std::nullopt) {
+          plan.weights = *packed;
+        } else {
+          dnnl::memory plain = Wrap(plan.onnx_weights_desc, w->data.get());
+          plan.weights = dnnl::memory(plan.weights_desc, Engine());
+          dnnl::reorder(plain, plan.weights).execute(ThreadStream(), plain, plan.weights);
+        }
+        plan.weights_source = w->data;
+      }
+      ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
+      dnnl::stream& stream = ThreadStream();
+      dnnl::memory src = Wrap(plan.src_desc, x->data.get());
+      dnnl::memory tensor_dst = Wrap(plan.dst_desc, dst);
+      if (plan.src_reorder) {
+        plan.src_reorder.execute(stream, src, plan.primitive_src);
+        src = plan.primitive_src;
+      }
+      dnnl::memory target = plan.dst_reorder ? plan.primitive_dst : tensor_dst;
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, target}};
+      if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
+      plan.primitive.execute(stream, args);
+      if (plan.dst_reorder) plan.dst_reorder.execute(stream, plan.primitive_dst, tensor_dst);
+      stream.wait();
+      return Status::Ok();
+    });
+  }
+
+ private:
+  struct Plan {
+    bool usable = false;
+    std::string implementation;
+    Shape out_shape;
+    dnnl::memory::desc src_desc, dst_desc, bias_desc, onnx_weights_desc, weights_desc;
+    dnnl::deconvolution_forward primitive;
+    dnnl::reorder src_reorder, dst_reorder;
+    dnnl::memory primitive_src, primitive_dst;
+    std::shared_ptr<const uint8_t> weights_source;  // held: see SameBuffer
+    dnnl::memory weights;
+  };
+
+  Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, Plan* plan) {
+    const size_t dims = x_shape.size() - 2;
+    WindowAttributes w = window_;
+    if (w.kernel.empty()) w.kernel.assign(w_shape.begin() + 2, w_shape.end());
+    const Shape in_spatial(x_shape.begin() + 2, x_shape.end());
+    std::vector<int64_t> out_spatial;
+    RETURN_IF_ERROR(ResolveTransposedWindow(&w, in_spatial, output_padding_, output_shape_, &out_spatial));
+    const int64_t in_channels = x_shape[1], group_out = w_shape[1], out_channels = group_out * group_;
+    dnnl::memory::dims strides(w.strides.begin(), w.strides.end()), dilations, pad_l, pad_r;
+    for (size_t d = 0; d < dims; ++d) {
+      const int64_t extent = w.dilations[d] * (w.kernel[d] - 1) + 1;
+      dilations.push_back(w.dilations[d] - 1);
+      pad_l.push_back(w.pads[d]);
+      // The right pad that makes oneDNN's output size the one ONNX computed (output padding included).
+      pad_r.push_back((in_spatial[d] - 1) * w.strides[d] + extent - out_spatial[d] - w.pads[d]);
+      if (pad_r.back() < 0 || pad_l.back() < 0) return Status::Ok();  // not usable
+    }
+    plan->out_shape = {x_shape[0], out_channels};
+    plan->out_shape.insert(plan->out_shape.end(), out_spatial.begin(), out_spatial.end());
+    plan->src_desc = PlainDesc(ToDims(x_shape));
+    plan->dst_desc = PlainDesc(ToDims(plan->out_shape));
+    plan->bias_desc = PlainDesc({out_channels});
+    // ONNX weights [IC, OC/g, k...] = [g, IC/g, OC/g, k...] read as oneDNN's [g, OC/g, IC/g, k...].
+    const int64_t group_in = in_channels / group_;
+    int64_t kernel_size = 1;
+    for (int64_t k : w.kernel) kernel_size *= k;
+    dnnl::memory::dims kernel_dims(w_shape.begin() + 2, w_shape.end());
+    dnnl::memory::dims kernel_strides(dims);
+    for (size_t d = dims; d-- > 0;) kernel_strides[d] = d + 1 == dims ? 1 : kernel_strides[d + 1] * kernel_dims[d + 1];
+    dnnl::memory::dims weight_dims{out_channels, in_channels}, weight_strides{kernel_size, group_out * kernel_size};
+    if (group_ > 1) {
+      weight_dims = {group_, group_out, group_in};
+      weight_strides = {group_in * group_out * kernel_size, kernel_size, group_out * kernel_size};
+    }
+    weight_dims.insert(weight_dims.end(), kernel_dims.begin(), kernel_dims.end());
+    weight_strides.insert(weight_strides.end(), kernel_strides.begin(), kernel_strides.end());
+    plan->onnx_weights_desc = dnnl::memory::desc(weight_dims, dnnl::memory::data_type::f32, weight_strides);
+    const auto f32 = dnnl::memory::data_type::f32;
+    const dnnl::memory::desc src_any(ToDims(x_shape), f32, tag::any), dst_any(ToDims(plan->out_shape), f32, tag::any);
+    const dnnl::memory::desc weights_any(weight_dims, f32, tag::any);
+    auto desc = has_bias ? dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                             dnnl::algorithm::deconvolution_direct, src_any, weights_any,
+                                                             plan->bias_desc, dst_any, strides, dilations, pad_l, pad_r)
+                         : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                             dnnl::algorithm::deconvolution_direct, src_any, weights_any,
+                                                             dst_any, strides, dilations, pad_l, pad_r);
+    dnnl::deconvolution_forward::primitive_desc pd(desc, Engine());
+    plan->implementation = pd.impl_info_str();
+    plan->weights_desc = pd.weights_desc();
+    plan->primitive = dnnl::deconvolution_forward(pd);
+    if (pd.src_desc() != plan->src_desc) {
+      plan->primitive_src = dnnl::memory(pd.src_desc(), Engine());
+      plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), pd.src_desc()));
+    }
+    if (pd.dst_desc() != plan->dst_desc) {
+      plan->primitive_dst = dnnl::memory(pd.dst_desc(), Engine());
+      plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), pd.dst_desc(), Engine(), plan->dst_desc));
+    }
+    plan->usable = true;
+    return Status::Ok();
+  }
+
+  WindowAttributes window_;
+  int64_t group_;
+  std::vector<int64_t> output_padding_, output_shape_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::tuple<Shape, Shape, bool>, Plan> plans_;
+  std::string last_;
+};
+
 }  // namespace
 
 void RegisterDnnlConvKernels(KernelRegistry* r) {
@@ -285,6 +430,16 @@ void RegisterDnnlConvKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
     return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
                                                               std::move(layouts), std::move(fallback)));
+  });
+  KernelFactory transpose_reference = FactoryBefore(*r, "ConvTranspose");
+  r->Register("ConvTranspose", 1, [transpose_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, transpose_reference(node, opset));
+    ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+    ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
+    ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, node.Ints("output_padding"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> output_shape, node.Ints("output_shape"));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlConvTranspose>(std::move(window), group, std::move(output_padding),
+                                                                       std::move(output_shape), std::move(fallback)));
   });
 }
 
