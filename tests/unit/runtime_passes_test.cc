@@ -318,6 +318,44 @@ TEST(PassesTest, GeluLookalikesAreLeftAlone) {
   EXPECT_EQ(Count(*session, "Gelu"), 0);
 }
 
+// LayerNorm spelled out as exporters before opset 17 write it.
+Graph SpelledOutLayerNorm(int opset, bool square_with_mul) {
+  GraphBuilder b;
+  b.Input("x")
+      .Constant("two", Scalar(2.0f))
+      .Constant("eps", Scalar(1e-5f))
+      .Constant("gamma", Random({6}, 1))
+      .Constant("beta", Random({6}, 2))
+      .Op("ReduceMean", {"x"}, {"mean"}, {{"axes", Ints({-1})}})
+      .Op("Sub", {"x", "mean"}, {"centered"});
+  if (square_with_mul) {
+    b.Op("Mul", {"centered", "centered"}, {"squared"});
+  } else {
+    b.Op("Pow", {"centered", "two"}, {"squared"});
+  }
+  b.Op("ReduceMean", {"squared"}, {"variance"}, {{"axes", Ints({-1})}})
+      .Op("Add", {"variance", "eps"}, {"shifted"})
+      .Op("Sqrt", {"shifted"}, {"deviation"})
+      .Op("Div", {"centered", "deviation"}, {"normalized"})
+      .Op("Mul", {"normalized", "gamma"}, {"scaled"})
+      .Op("Add", {"beta", "scaled"}, {"y"})
+      .Output("y");
+  Graph g = b.graph();
+  g.opset = opset;
+  return g;
+}
+
+TEST(PassesTest, SpelledOutLayerNormBecomesOneOp) {
+  for (auto [opset, square_with_mul] : std::vector<std::pair<int, bool>>{{13, false}, {17, true}}) {
+    auto session = ExpectSameOutputs(SpelledOutLayerNorm(opset, square_with_mul), {Random({2, 3, 6}, 3, -2, 2)});
+    ASSERT_TRUE(session);
+    ASSERT_EQ(session->graph().nodes.size(), 1u);
+    EXPECT_EQ(session->graph().nodes[0].op_type, "LayerNormalization");
+    EXPECT_EQ(session->graph().nodes[0].domain, opset < 17 ? "inferd" : "");
+    EXPECT_EQ(session->kernel(0).Implementation().rfind("onednn:", 0), 0u) << session->kernel(0).Implementation();
+  }
+}
+
 TEST(PassesTest, SigmoidWithAnotherReaderStaysASigmoid) {
   Graph g = GraphBuilder()
                 .Input("x")

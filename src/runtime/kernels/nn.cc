@@ -564,6 +564,8 @@ void RegisterNnKernels(KernelRegistry* r) {
   r->Register("BatchNormalization", 6, MakeBatchNorm);
   r->Register("InstanceNormalization", 1, MakeInstanceNorm);
   r->Register("LayerNormalization", 17, MakeLayerNorm);
+  // What the optimizer fuses a spelled-out LayerNorm into in models older than opset 17.
+  r->Register("inferd.LayerNormalization", 1, MakeLayerNorm);
   r->Register("LRN", 1, MakeLrn);
   r->Register("Softmax", 1, [](const Node& n, int o) { return MakeSoftmax(n, o, SoftmaxKind::kSoftmax); });
   r->Register("LogSoftmax", 1, [](const Node& n, int o) { return MakeSoftmax(n, o, SoftmaxKind::kLogSoftmax); });

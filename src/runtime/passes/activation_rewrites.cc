@@ -14,35 +14,11 @@
 namespace inferd::runtime {
 namespace {
 
-bool IsDefaultDomain(const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
-
 bool IsHardSwishGate(const Node& node) {
   if (node.op_type != "HardSigmoid") return false;
   auto alpha = node.Float("alpha", 0.2f);
   auto beta = node.Float("beta", 0.5f);
   return alpha.ok() && beta.ok() && std::fabs(*alpha - 1.0f / 6) < 1e-6f && std::fabs(*beta - 0.5f) < 1e-6f;
-}
-
-float ScalarOf(const Graph& graph, ValueId id, float missing) {
-  const Tensor* constant = ConstantOf(graph, id);
-  if (constant == nullptr || constant->dtype != DataType::kFp32 || constant->byte_size != sizeof(float)) return missing;
-  return *reinterpret_cast<const float*>(constant->data.get());
-}
-
-bool Near(float value, float expected) { return std::fabs(value - expected) <= 1e-4f * std::fabs(expected); }
-
-// For a binary node with one scalar constant operand: the other operand and the constant.
-bool SplitScalar(const Graph& graph, const Node& node, ValueId* other, float* constant) {
-  if (node.inputs.size() != 2 || !node.HasInput(0) || !node.HasInput(1)) return false;
-  for (int side = 0; side < 2; ++side) {
-    const float value = ScalarOf(graph, node.inputs[side], NAN);
-    if (!std::isnan(value)) {
-      *other = node.inputs[1 - side];
-      *constant = value;
-      return true;
-    }
-  }
-  return false;
 }
 
 class GeluMatcher {

@@ -1,6 +1,7 @@
 #include "runtime/passes/graph_edit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace inferd::runtime {
@@ -52,6 +53,29 @@ void EraseNodes(Graph* graph, const std::vector<bool>& removed) {
     it = read.count(it->first) ? std::next(it) : graph->initializers.erase(it);
   }
 }
+
+bool IsDefaultDomain(const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
+
+float ScalarOf(const Graph& graph, ValueId id, float missing) {
+  const Tensor* constant = ConstantOf(graph, id);
+  if (constant == nullptr || constant->dtype != DataType::kFp32 || constant->byte_size != sizeof(float)) return missing;
+  return *reinterpret_cast<const float*>(constant->data.get());
+}
+
+bool SplitScalar(const Graph& graph, const Node& node, ValueId* other, float* constant) {
+  if (node.inputs.size() != 2 || !node.HasInput(0) || !node.HasInput(1)) return false;
+  for (int side = 0; side < 2; ++side) {
+    const float value = ScalarOf(graph, node.inputs[side], NAN);
+    if (!std::isnan(value)) {
+      *other = node.inputs[1 - side];
+      *constant = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Near(float value, float expected) { return std::fabs(value - expected) <= 1e-4f * std::fabs(expected); }
 
 std::map<std::string, int> CountOps(const Graph& graph) {
   std::map<std::string, int> counts;

@@ -22,6 +22,15 @@ void ReplaceUses(Graph* graph, ValueId from, ValueId to);
 // Drops nodes marked in `removed` (keeps the order of the rest) and initializers nothing reads.
 void EraseNodes(Graph* graph, const std::vector<bool>& removed);
 
+bool IsDefaultDomain(const Node& node);
+
+// The value of a one-element FP32 constant, or `missing`.
+float ScalarOf(const Graph& graph, ValueId id, float missing);
+// For a binary node with one scalar constant operand (either side): the other operand and the constant.
+bool SplitScalar(const Graph& graph, const Node& node, ValueId* other, float* constant);
+// |value - expected| within 1e-4 relative: constants exported in float.
+bool Near(float value, float expected);
+
 // Op counts, for --dump-graph before/after.
 std::map<std::string, int> CountOps(const Graph& graph);
 

@@ -16,8 +16,6 @@
 namespace inferd::runtime {
 namespace {
 
-bool IsDefaultDomain(const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
-
 // Element-wise ops with a oneDNN kernel (kernels/dnnl/dnnl_eltwise.cc) that keeps the layout.
 const std::set<std::string, std::less<>> kUnary = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
                                                    "Abs", "Elu", "HardSwish", "Softplus", "Neg", "Reciprocal"};

@@ -13,6 +13,8 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       {"fold_constants", FoldConstants},
       // BatchNorm folds into the Conv's weights before any fusion takes the Conv's output.
       {"fold_batchnorm_into_conv", FoldBatchNormIntoConv},
+      // LayerNorm spelled out in nine ops (exports before opset 17) becomes one.
+      {"fuse_layernorm", FuseLayerNorm},
       // Sigmoid(x)*x -> Swish before the fusions, so that a Conv can take it as one post-op.
       {"rewrite_activations", RewriteActivations},
       // Residual Add before activations: ResNet's Conv -> Add -> Relu becomes one Conv with

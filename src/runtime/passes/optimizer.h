@@ -19,6 +19,7 @@ StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 StatusOr<int> FuseResidualAdd(Graph* graph);
 StatusOr<int> FuseActivations(Graph* graph);
 StatusOr<int> RewriteActivations(Graph* graph);
+StatusOr<int> FuseLayerNorm(Graph* graph);
 StatusOr<int> PropagateLayouts(Graph* graph);
 
 struct OptimizerPass {

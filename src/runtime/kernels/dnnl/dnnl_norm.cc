@@ -187,16 +187,19 @@ void RegisterDnnlNormKernels(KernelRegistry* r) {
       return std::unique_ptr<Kernel>(std::make_unique<DnnlLrn>(size, alpha, beta, bias, std::move(fallback)));
     });
   }
-  KernelFactory reference = FactoryBefore(*r, "LayerNormalization");
-  if (!reference) return;
-  r->Register("LayerNormalization", 17, [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
-    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
-    ASSIGN_OR_RETURN(int64_t axis, node.Int("axis", -1));
-    ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
-    ASSIGN_OR_RETURN(int64_t stash_type, node.Int("stash_type", 1));
-    if (stash_type != 1) return fallback;  // statistics in another type than FP32
-    return std::unique_ptr<Kernel>(std::make_unique<DnnlLayerNorm>(axis, epsilon, std::move(fallback)));
-  });
+  for (const char* op : {"LayerNormalization", "inferd.LayerNormalization"}) {
+    KernelFactory reference = FactoryBefore(*r, op);
+    if (!reference) continue;
+    r->Register(op, std::string_view(op) == "LayerNormalization" ? 17 : 1,
+                [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+                  ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
+                  ASSIGN_OR_RETURN(int64_t axis, node.Int("axis", -1));
+                  ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+                  ASSIGN_OR_RETURN(int64_t stash_type, node.Int("stash_type", 1));
+                  if (stash_type != 1) return fallback;  // statistics in another type than FP32
+                  return std::unique_ptr<Kernel>(std::make_unique<DnnlLayerNorm>(axis, epsilon, std::move(fallback)));
+                });
+  }
 }
 
 }  // namespace inferd::runtime
