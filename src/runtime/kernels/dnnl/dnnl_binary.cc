@@ -95,9 +95,7 @@ class DnnlBinary final : public Kernel {
     std::string implementation;
   };
 
-  Status Fallback(Inputs in, Outputs out) {
-    return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
-  }
+  Status Fallback(Inputs in, Outputs out) { return RunFallback(*fallback_, layouts_, in, out); }
 
   Status CreatePlan(const Shape& dst_shape, const Shape& src1_shape, bool blocked, Plan* plan) {
     plan->dst_desc = LayoutDesc(dst_shape, blocked);

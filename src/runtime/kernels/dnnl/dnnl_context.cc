@@ -45,6 +45,23 @@ std::optional<dnnl::memory> PackedWeightsCache::Get(const std::shared_ptr<const 
 
 PackedWeightsCache* CurrentPackedWeights() { return CurrentRunContext().packed_weights; }
 
+void PackedWeights::Update(const std::shared_ptr<const uint8_t>& weights, const dnnl::memory::desc& from,
+                           const dnnl::memory::desc& to, bool private_copy) {
+  if (SameBuffer(source, weights)) return;
+  PackedWeightsCache* shared = private_copy ? nullptr : CurrentPackedWeights();
+  dnnl::memory plain = Wrap(from, weights.get());
+  if (to == from) {
+    memory = plain;
+  } else if (auto packed = shared ? shared->Get(weights, from, to) : std::nullopt) {
+    memory = *packed;
+  } else {
+    memory = dnnl::memory(to, Engine());
+    dnnl::reorder(plain, memory).execute(ThreadStream(), plain, memory);
+    ThreadStream().wait();
+  }
+  source = weights;
+}
+
 KernelFactory FactoryBefore(const KernelRegistry& registry, std::string_view op) {
   const KernelFactory* factory = registry.Find(op, "", 17);
   return factory ? *factory : KernelFactory();

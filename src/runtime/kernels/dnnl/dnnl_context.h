@@ -65,6 +65,16 @@ class PackedWeightsCache {
 // The running session's cache (runtime/run_context.h); nullptr outside a run.
 PackedWeightsCache* CurrentPackedWeights();
 
+// Weights in a primitive's layout, as a kernel keeps them for the weights buffer they came from.
+struct PackedWeights {
+  std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
+  dnnl::memory memory;
+  // Makes `memory` hold `weights` (laid out as `from`) in layout `to`: nothing when it already
+  // does; the session's shared copy of a constant unless `private_copy`; a reorder otherwise.
+  void Update(const std::shared_ptr<const uint8_t>& weights, const dnnl::memory::desc& from,
+              const dnnl::memory::desc& to, bool private_copy = false);
+};
+
 // The factory registered for `op` so far (the reference kernel), which a oneDNN kernel registered
 // over it keeps as its fallback.
 KernelFactory FactoryBefore(const KernelRegistry& registry, std::string_view op);

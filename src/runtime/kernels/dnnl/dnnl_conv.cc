@@ -63,7 +63,7 @@ class DnnlConv final : public Kernel {
           return Guarded("Conv", [&] { return Execute(plan, &plan->candidates[i], *x, *w, bias, residual, dst, false); });
         });
         Candidate winner = std::move(plan->candidates[choice]);
-        winner.weights_source.reset();
+        winner.weights = PackedWeights();  // re-taken from the session's shared copy
         plan->candidates.clear();
         plan->candidates.push_back(std::move(winner));
         plan->chosen = 0;
@@ -83,10 +83,7 @@ class DnnlConv final : public Kernel {
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
     dnnl::reorder src_reorder, dst_reorder, residual_reorder;
     dnnl::memory primitive_src, primitive_dst;
-    // Weights reordered into the primitive's layout, for the weights buffer they came from (held,
-    // so its address cannot be reused by another tensor while we compare against it).
-    std::shared_ptr<const uint8_t> weights_source;
-    dnnl::memory weights;
+    PackedWeights weights;
   };
 
   struct Plan {
@@ -104,13 +101,11 @@ class DnnlConv final : public Kernel {
   // then GEMM-based), and older-ISA or reference ones after.
   static constexpr size_t kMaxCandidates = 3;
 
-  Status Fallback(Inputs in, Outputs out) {
-    return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
-  }
+  Status Fallback(Inputs in, Outputs out) { return RunFallback(*fallback_, layouts_, in, out); }
 
   Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                  float* dst, bool shared_weights = true) {
-    RETURN_IF_ERROR(PrepareWeights(plan, c, w, shared_weights));
+    c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights);
     dnnl::stream& stream = ThreadStream();
     dnnl::memory src = Wrap(plan->src_desc, x.data.get());
     dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
@@ -128,7 +123,7 @@ class DnnlConv final : public Kernel {
         std::memcpy(target.get_data_handle(), residual->data.get(), c->dst_desc.get_size());
       }
     }
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->weights}, {DNNL_ARG_DST, target}};
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->weights.memory}, {DNNL_ARG_DST, target}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, bias->data.get()));
     AddResidualArgument(plan->post_ops, residual, &args);
     c->primitive.execute(stream, args);
@@ -248,22 +243,6 @@ class DnnlConv final : public Kernel {
     plan->candidates.push_back(std::move(c));
   }
 
-  Status PrepareWeights(Plan* plan, Candidate* c, const Tensor& w, bool shared_weights) {
-    if (SameBuffer(c->weights_source, w.data)) return Status::Ok();
-    dnnl::memory plain = Wrap(plan->plain_weights_desc, w.data.get());
-    PackedWeightsCache* shared = shared_weights ? CurrentPackedWeights() : nullptr;
-    if (c->weights_desc == plan->plain_weights_desc) {
-      c->weights = plain;
-    } else if (auto packed = shared ? shared->Get(w.data, plan->plain_weights_desc, c->weights_desc) : std::nullopt) {
-      c->weights = *packed;
-    } else {
-      c->weights = dnnl::memory(c->weights_desc, Engine());
-      dnnl::reorder(plain, c->weights).execute(ThreadStream(), plain, c->weights);
-    }
-    c->weights_source = w.data;
-    return Status::Ok();
-  }
-
   WindowAttributes window_;
   int64_t group_;
   std::vector<PostOp> post_ops_;
@@ -306,17 +285,7 @@ class DnnlConvTranspose final : public Kernel {
     if (!plan.usable) return fallback_->Run(in, out);
     last_ = plan.implementation;
     return Guarded("ConvTranspose", [&]() -> Status {
-      if (!SameBuffer(plan.weights_source, w->data)) {
-        PackedWeightsCache* shared = CurrentPackedWeights();
-        if (auto packed = shared ? shared->Get(w->data, plan.onnx_weights_desc, plan.weights_desc) : std::nullopt) {
-          plan.weights = *packed;
-        } else {
-          dnnl::memory plain = Wrap(plan.onnx_weights_desc, w->data.get());
-          plan.weights = dnnl::memory(plan.weights_desc, Engine());
-          dnnl::reorder(plain, plan.weights).execute(ThreadStream(), plain, plan.weights);
-        }
-        plan.weights_source = w->data;
-      }
+      plan.weights.Update(w->data, plan.onnx_weights_desc, plan.weights_desc);
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
       dnnl::stream& stream = ThreadStream();
       dnnl::memory src = Wrap(plan.src_desc, x->data.get());
@@ -326,7 +295,7 @@ class DnnlConvTranspose final : public Kernel {
         src = plan.primitive_src;
       }
       dnnl::memory target = plan.dst_reorder ? plan.primitive_dst : tensor_dst;
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights}, {DNNL_ARG_DST, target}};
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights.memory}, {DNNL_ARG_DST, target}};
       if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
       plan.primitive.execute(stream, args);
       if (plan.dst_reorder) plan.dst_reorder.execute(stream, plan.primitive_dst, tensor_dst);
@@ -344,8 +313,7 @@ class DnnlConvTranspose final : public Kernel {
     dnnl::deconvolution_forward primitive;
     dnnl::reorder src_reorder, dst_reorder;
     dnnl::memory primitive_src, primitive_dst;
-    std::shared_ptr<const uint8_t> weights_source;  // held: see SameBuffer
-    dnnl::memory weights;
+    PackedWeights weights;
   };
 
   Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, Plan* plan) {

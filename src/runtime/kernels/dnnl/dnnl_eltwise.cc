@@ -26,7 +26,7 @@ class DnnlUnary final : public Kernel {
     const bool blocked = layouts_.input(0);
     if (in.empty() || in[0] == nullptr || in[0]->dtype != DataType::kFp32 || blocked != layouts_.output(0) ||
         (blocked && in[0]->shape.size() != 4)) {
-      return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
+      return RunFallback(*fallback_, layouts_, in, out);
     }
     const Tensor& x = *in[0];
     // Element-wise ops ignore the shape: one flat primitive per element count. A blocked tensor is

@@ -50,4 +50,10 @@ void ZeroChannelPadding(float* data, const Shape& shape);
 Status RunViaPlain(Kernel& plain_kernel, const Layouts& layouts, std::span<const Tensor* const> inputs,
                    std::span<Tensor> outputs);
 
+// A layout-aware kernel's way to its reference kernel: through RunViaPlain when anything is blocked.
+inline Status RunFallback(Kernel& fallback, const Layouts& layouts, std::span<const Tensor* const> inputs,
+                          std::span<Tensor> outputs) {
+  return layouts.any() ? RunViaPlain(fallback, layouts, inputs, outputs) : fallback.Run(inputs, outputs);
+}
+
 }  // namespace inferd::runtime::dnnl_kernels

@@ -34,8 +34,7 @@ struct ConvAlternative {
   std::string implementation;
   dnnl::memory::desc src_desc, dst_desc, plain_weights_desc, weights_desc, bias_desc;
   FusedPostOps post_ops;
-  std::shared_ptr<const uint8_t> weights_source;  // held: see SameBuffer
-  dnnl::memory weights;
+  PackedWeights weights;
 };
 
 struct MatmulPlan {
@@ -133,19 +132,9 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
   };
   auto run_conv = [&]() -> Status {
     ConvAlternative& conv = *plan.conv;
-    if (!SameBuffer(conv.weights_source, b.data)) {
-      PackedWeightsCache* shared = CurrentPackedWeights();
-      if (auto packed = shared ? shared->Get(b.data, conv.plain_weights_desc, conv.weights_desc) : std::nullopt) {
-        conv.weights = *packed;
-      } else {
-        dnnl::memory plain = Wrap(conv.plain_weights_desc, b.data.get());
-        conv.weights = dnnl::memory(conv.weights_desc, Engine());
-        dnnl::reorder(plain, conv.weights).execute(ThreadStream(), plain, conv.weights);
-      }
-      conv.weights_source = b.data;
-    }
+    conv.weights.Update(b.data, conv.plain_weights_desc, conv.weights_desc);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, a.data.get())},
-                                               {DNNL_ARG_WEIGHTS, conv.weights},
+                                               {DNNL_ARG_WEIGHTS, conv.weights.memory},
                                                {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, bias->data.get()));
     AddResidualArgument(conv.post_ops, residual, &args);

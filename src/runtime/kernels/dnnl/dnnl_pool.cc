@@ -62,9 +62,7 @@ class DnnlPool final : public Kernel {
     std::string implementation;
   };
 
-  Status Fallback(Inputs in, Outputs out) {
-    return layouts_.any() ? RunViaPlain(*fallback_, layouts_, in, out) : fallback_->Run(in, out);
-  }
+  Status Fallback(Inputs in, Outputs out) { return RunFallback(*fallback_, layouts_, in, out); }
 
   Status CreatePlan(const Shape& x_shape, Plan* plan) {
     const bool global = kind_ == PoolKind::kGlobalMax || kind_ == PoolKind::kGlobalAverage;
