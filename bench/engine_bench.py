@@ -15,6 +15,7 @@ import os
 import resource
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -94,6 +95,26 @@ def run_torch(name, batch, iterations, threads):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def matmul_ceiling(threads, size=2048):
+    """GFLOP/s of one large FP32 MatMul on inferd's runtime (a oneDNN GEMM with nothing around it):
+    the rate the models' GFLOP/s compare against on this machine."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    weights = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "ceiling",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])],
+                              [numpy_helper.from_array(weights, "b")])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "matmul.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+        result = run_inferd(path, 1, 10, threads)
+    if "p50_ms" not in result:
+        return None
+    return 2 * size ** 3 / (min(result["p50_ms"], result.get("p90_ms", result["p50_ms"])) / 1000) / 1e9
+
+
 def median_of(results):
     """Per key, the median over rounds (errors win: one failed round marks the engine failed)."""
     for result in results:
@@ -124,6 +145,9 @@ def main():
     names = args.models.split(",")
     ensure_models(names)
     ensure_ort()
+    ceiling = matmul_ceiling(args.threads)
+    if ceiling:
+        print(f"ceiling: a 2048x2048x2048 FP32 MatMul on inferd's runtime runs at {ceiling:.0f} GFLOP/s here\n")
     print(f"{args.threads} intra-op threads per engine; batch-1 latency over {args.iterations} runs, batch-8 throughput "
           f"over {max(3, args.iterations // 4)} runs, after 3 warm-up runs; median of {args.rounds} interleaved "
           f"rounds\n")
