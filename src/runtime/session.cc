@@ -29,8 +29,9 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
   session->graph_ = std::move(graph);
   session->tune_ = options.tune;
   const int threads = options.intra_op_threads > 0 ? options.intra_op_threads : IntraOpThreads();
-  session->tuning_cache_ = std::make_unique<TuningCache>(options.persist_tuning ? options.tuning_cache : "", threads);
-  session->tuning_cache_->Load();
+  session->tuning_cache_ = options.persist_tuning && !options.tuning_cache.empty()
+                               ? TuningCache::Shared(options.tuning_cache, threads)
+                               : std::make_shared<TuningCache>("", threads);
   const KernelRegistry& registry = options.registry ? *options.registry : KernelRegistry::Default();
   if (options.optimize) {
     OptimizerOptions optimizer_options;

@@ -111,7 +111,7 @@ class Session {
   std::shared_ptr<uint8_t[]> arena_;
   size_t arena_size_ = 0;
   TuneMode tune_ = TuneMode::kFast;
-  std::unique_ptr<TuningCache> tuning_cache_;
+  std::shared_ptr<TuningCache> tuning_cache_;  // shared by the sessions of one model file
   std::unique_ptr<dnnl_kernels::PackedWeightsCache> packed_weights_;
 };
 

@@ -44,6 +44,18 @@ std::string_view TuneModeName(TuneMode mode) {
 
 TuningCache::TuningCache(std::filesystem::path path, int threads) : path_(std::move(path)), threads_(threads) {}
 
+std::shared_ptr<TuningCache> TuningCache::Shared(const std::filesystem::path& path, int threads) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, std::weak_ptr<TuningCache>> caches;
+  std::lock_guard lock(mutex);
+  std::weak_ptr<TuningCache>& entry = caches[{path.string(), threads}];
+  if (auto cache = entry.lock()) return cache;
+  auto cache = std::make_shared<TuningCache>(path, threads);
+  cache->Load();
+  entry = cache;
+  return cache;
+}
+
 void TuningCache::Load() {
   if (path_.empty()) return;
   std::ifstream in(path_);

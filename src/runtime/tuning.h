@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,6 +33,10 @@ class TuningCache {
   // An empty path keeps choices in memory only. `threads`: the intra-op thread count the timings
   // are made with (part of what the file must match).
   explicit TuningCache(std::filesystem::path path = {}, int threads = 1);
+
+  // The process-wide cache for a file (loaded on first use): the instances of one model share
+  // their choices, so what warmup timed on one instance the others do not time again.
+  static std::shared_ptr<TuningCache> Shared(const std::filesystem::path& path, int threads);
   // Reads the file if it exists and was written on this machine setup; a missing or foreign file
   // is not an error (tuning starts over).
   void Load();

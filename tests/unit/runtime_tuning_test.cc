@@ -76,6 +76,10 @@ TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
     ASSERT_TRUE(session.ok());
     ExpectMatchesReference(**session, graph, Random({1, 8, 16}, 4));
     EXPECT_EQ((*session)->tuning().size(), 1u);
+    // Another instance of the same model, loaded meanwhile, shares the choices at once.
+    auto instance = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(instance.ok());
+    EXPECT_EQ(&(*instance)->tuning(), &(*session)->tuning());
   }
   ASSERT_TRUE(std::filesystem::exists(cache));
   {
