@@ -140,6 +140,15 @@ int ChooseFastest(const std::string& key, int candidates, int default_choice, co
   return best;
 }
 
+std::optional<int> KnownChoice(const std::string& key, int default_choice) {
+  const RunContext& context = CurrentRunContext();
+  if (context.tuning_cache != nullptr) {
+    if (auto cached = context.tuning_cache->Find(key); cached && *cached >= 0) return *cached;
+  }
+  if (context.tune == TuneMode::kOff) return default_choice;
+  return std::nullopt;
+}
+
 std::filesystem::path TuningCachePath(const std::filesystem::path& model_path) {
   return model_path.string() + ".tuning";
 }

@@ -64,6 +64,11 @@ class TuningCache {
 // the real inputs; an error from it drops that candidate.
 int ChooseFastest(const std::string& key, int candidates, int default_choice, const std::function<Status(int)>& run);
 
+// The choice for `key` when no timing is needed: the cached one, or `default_choice` when tuning
+// is off; nullopt when the candidates must be timed. Lets a kernel build only the candidate it
+// will use (creating primitives is most of a first run's cost).
+std::optional<int> KnownChoice(const std::string& key, int default_choice);
+
 // The cache file for a model: MODEL.onnx -> MODEL.onnx.tuning next to it.
 std::filesystem::path TuningCachePath(const std::filesystem::path& model_path);
 

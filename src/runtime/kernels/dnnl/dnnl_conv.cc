@@ -191,24 +191,6 @@ class DnnlConv final : public Kernel {
     if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
       return Status::Ok();  // not usable
     }
-    // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
-    // iterator reads the op desc, which must outlive the iteration.
-    dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
-    dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
-    const auto any_desc = make_desc(src_any, dst_any);
-    dnnl::convolution_forward::primitive_desc pd(any_desc, plan->post_ops.attr, Engine(), /*allow_empty=*/true);
-    while (pd && plan->candidates.size() < kMaxCandidates) {
-      const std::string implementation = pd.impl_info_str();
-      const bool weak = implementation.rfind("ref", 0) == 0 || implementation.find("sse41") != std::string::npos;
-      if (!weak || plan->candidates.empty()) AddCandidate(pd, plan);
-      if (!pd.next_impl()) break;
-    }
-    if (plan->candidates.empty() || plan->candidates[0].implementation.rfind("ref", 0) == 0) {
-      // Only reference implementations for free layouts: the tensors' own layouts then.
-      plan->candidates.clear();
-      const auto fixed_desc = make_desc(plan->src_desc, plan->dst_desc);
-      AddCandidate(dnnl::convolution_forward::primitive_desc(fixed_desc, plan->post_ops.attr, Engine()), plan);
-    }
     plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
                        std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
                        ShapeToString(w.dilations) + " pads=" + ShapeToString(w.pads) + (has_bias ? " bias" : "") +
@@ -216,6 +198,34 @@ class DnnlConv final : public Kernel {
                        (residual_blocked ? "b" : "p") + " post=";
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
+    // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
+    // iterator reads the op desc, which must outlive the iteration. With the choice already known
+    // (cached, or tuning off) only that one is built.
+    dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
+    dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
+    const auto any_desc = make_desc(src_any, dst_any);
+    auto collect = [&](std::optional<int> only) {
+      dnnl::convolution_forward::primitive_desc pd(any_desc, plan->post_ops.attr, Engine(), /*allow_empty=*/true);
+      for (int index = 0; pd && index < static_cast<int>(kMaxCandidates);) {
+        const std::string implementation = pd.impl_info_str();
+        const bool weak = implementation.rfind("ref", 0) == 0 || implementation.find("sse41") != std::string::npos;
+        if (!weak || index == 0) {
+          if (!only || *only == index) AddCandidate(pd, plan);
+          if (only && *only == index) break;
+          ++index;
+        }
+        if (!pd.next_impl()) break;
+      }
+    };
+    const std::optional<int> known = KnownChoice(plan->tuning_key, 0);
+    collect(known);
+    if (known && plan->candidates.empty()) collect(std::nullopt);  // a stale cached index
+    if (plan->candidates.empty() || plan->candidates[0].implementation.rfind("ref", 0) == 0) {
+      // Only reference implementations for free layouts: the tensors' own layouts then.
+      plan->candidates.clear();
+      const auto fixed_desc = make_desc(plan->src_desc, plan->dst_desc);
+      AddCandidate(dnnl::convolution_forward::primitive_desc(fixed_desc, plan->post_ops.attr, Engine()), plan);
+    }
     if (plan->candidates.size() == 1) plan->chosen = 0;
     plan->usable = true;
     return Status::Ok();

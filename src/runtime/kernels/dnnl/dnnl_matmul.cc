@@ -117,6 +117,24 @@ std::string TuningKey(const char* op, const GemmView& g, bool has_bias, const Te
   return key;
 }
 
+// Offers the 1x1 convolution as a candidate: built only when it may be used (its choice is not
+// known yet, or known to be it). Without timing, it is the choice for few rows, where it measured
+// faster.
+void AddConvAlternative(const GemmView& view, bool has_bias, float alpha, const std::vector<PostOp>& post_ops,
+                        const Tensor* residual, MatmulPlan* plan) {
+  const std::optional<int> known = KnownChoice(plan->tuning_key, view.rows <= 256 ? 1 : 0);
+  if (known == 0) {
+    plan->chosen = true;
+    return;
+  }
+  plan->conv = MakeConvAlternative(view, has_bias, alpha, post_ops, residual);
+  if (known == 1 && plan->conv) {
+    plan->chosen = true;
+    plan->use_conv = true;
+    plan->implementation = plan->conv->implementation;
+  }
+}
+
 // Runs the plan's matmul, or its 1x1-convolution alternative (timing both the first time).
 Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor* residual,
                      float* dst) {
@@ -145,10 +163,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
   if (!plan.chosen) {
     plan.chosen = true;
     if (plan.conv) {
-      // Without timing: the convolution for few rows, where it measured faster.
-      const int fallback_choice = plan.out_shape.empty() || ElementsOf(Tensor{.shape = plan.out_shape}) /
-                                  plan.out_shape.back() <= 256 ? 1 : 0;
-      const int choice = ChooseFastest(plan.tuning_key, 2, fallback_choice, [&](int candidate) {
+      const int choice = ChooseFastest(plan.tuning_key, 2, 0, [&](int candidate) {
         return Guarded("MatMul", [&] { return candidate == 1 ? run_conv() : run_matmul(); });
       });
       plan.use_conv = choice == 1;
@@ -234,8 +249,8 @@ class DnnlMatMul final : public Kernel {
     // Weights of a Linear layer (B without batch dims): the convolution is a candidate.
     if (flat && b_shape.size() == 2 && !plan->post_ops_after) {
       const GemmView view{out[0], a[1], out[1], {a[1], 1}, {out[1], 1}};
-      plan->conv = MakeConvAlternative(view, false, 1.0f, post_ops_, residual);
       plan->tuning_key = TuningKey("MatMul", view, false, residual, post_ops_);
+      AddConvAlternative(view, false, 1.0f, post_ops_, residual, plan);
     }
     return Status::Ok();
   }
@@ -355,8 +370,8 @@ class DnnlGemm final : public Kernel {
     if (c == nullptr || c_is_bias) {
       const GemmView view{m, k, n, trans_a_ ? dnnl::memory::dims{1, m} : dnnl::memory::dims{k, 1},
                           trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1}};
-      plan->conv = MakeConvAlternative(view, c_is_bias, alpha_, post_ops_, residual);
       plan->tuning_key = TuningKey("Gemm", view, c_is_bias, residual, post_ops_);
+      AddConvAlternative(view, c_is_bias, alpha_, post_ops_, residual, plan);
     }
     return Status::Ok();
   }
