@@ -420,6 +420,34 @@ TEST(PassesTest, BlockedLayoutsPropagateThroughAChainAndGiveTheSameOutputs) {
   }
 }
 
+// Inception-style branches joined by a channel Concat stay blocked; channel counts that are not a
+// multiple of the block take the plain path and still give the same numbers.
+TEST(PassesTest, ChannelConcatOfBlockedBranches) {
+  for (auto [left, right, expect_onednn] : std::vector<std::tuple<int64_t, int64_t, bool>>{{16, 32, true}, {12, 20, false}}) {
+    Graph g = GraphBuilder()
+                  .Input("x")
+                  .Constant("wa", Random({left, 3, 3, 3}, 1))
+                  .Constant("wb", Random({right, 3, 1, 1}, 2))
+                  .Constant("wc", Random({8, left + right, 1, 1}, 3))
+                  .Op("Conv", {"x", "wa"}, {"a"}, {{"pads", Ints({1, 1, 1, 1})}})
+                  .Op("Relu", {"a"}, {"ra"})
+                  .Op("Conv", {"x", "wb"}, {"b"})
+                  .Op("Concat", {"ra", "b"}, {"joined"}, {{"axis", Int(1)}})
+                  .Op("Conv", {"joined", "wc"}, {"y"})
+                  .Output("y")
+                  .graph();
+    auto session = ExpectSameOutputs(g, {Random({2, 3, 7, 7}, 4)});
+    ASSERT_TRUE(session);
+    EXPECT_EQ(Count(*session, "Reorder"), 0);
+    for (size_t n = 0; n < session->graph().nodes.size(); ++n) {
+      if (session->graph().nodes[n].op_type != "Concat") continue;
+      EXPECT_TRUE(session->graph().nodes[n].Has("_blocked_outputs"));
+      EXPECT_EQ(session->kernel(n).Implementation().rfind("onednn:", 0) == 0, expect_onednn)
+          << left << "+" << right << ": " << session->kernel(n).Implementation();
+    }
+  }
+}
+
 TEST(PassesTest, GraphOutputsInsideABlockedChainArePlain) {
   Graph g = GraphBuilder()
                 .Input("x")

@@ -57,6 +57,19 @@ bool ReadsBlocked(const Graph& graph, const Node& node, const std::vector<bool>&
     blocked_inputs->push_back(0);
     return true;
   }
+  // A channel Concat of blocked values only (kernels/dnnl/dnnl_data_movement.cc).
+  if (node.op_type == "Concat" && !node.inputs.empty()) {
+    auto axis = node.Int("axis", 0);
+    if (!axis.ok() || (*axis != 1 && *axis != -3)) return false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (!is_blocked(i)) {
+        blocked_inputs->clear();
+        return false;
+      }
+      blocked_inputs->push_back(static_cast<int64_t>(i));
+    }
+    return true;
+  }
   if (kBinary.count(node.op_type) && graph.opset >= 7 && node.inputs.size() == 2) {
     for (size_t i = 0; i < 2; ++i) {
       if (is_blocked(i)) {

@@ -1,11 +1,16 @@
+// Concat of blocked activations along channels, on oneDNN's concat (so that Inception/DenseNet-style
+// branches stay in the blocked layout); every other Concat is the reference kernel's.
+//
 // Transpose and Slice on oneDNN's reorder: the op's strided view of its input (strided_view.h)
 // becomes the reorder's source descriptor, so the copy is JIT-vectorized and multi-threaded where
 // the reference walks one element at a time (attention's head transposes and the QKV split are
 // ~10% of a transformer's time otherwise). 4-byte types only (oneDNN has no 64-bit integers);
 // other types, reversed slices and empty results take the reference kernel.
 #include <functional>
+#include <map>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/strided_view.h"
 #include "runtime/kernels/tensor_util.h"
@@ -69,9 +74,75 @@ class DnnlStridedCopy final : public Kernel {
   std::string last_;
 };
 
+// Blocked inputs (the layout pass marks a channel Concat blocked only when all of them are) in,
+// a blocked output out. Channel counts that are not a multiple of the block would put padding in
+// the middle of the output: those go through the reference kernel in plain layout.
+class DnnlBlockedConcat final : public Kernel {
+ public:
+  DnnlBlockedConcat(int64_t axis, Layouts layouts, std::unique_ptr<Kernel> fallback)
+      : axis_(axis), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
+  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  Status Run(Inputs in, Outputs out) override {
+    last_.clear();
+    if (!layouts_.output(0) || in.empty()) return RunFallback(*fallback_, layouts_, in, out);
+    Shape out_shape;
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const Tensor* t = in[i];
+      if (t == nullptr || !layouts_.input(i) || t->dtype != DataType::kFp32 || t->shape.size() != 4 ||
+          (axis_ != 1 && axis_ != -3) || t->shape[1] % ChannelBlock() != 0) {
+        return RunFallback(*fallback_, layouts_, in, out);
+      }
+      if (out_shape.empty()) {
+        out_shape = t->shape;
+        out_shape[1] = 0;
+      }
+      for (int d : {0, 2, 3}) {
+        if (t->shape[d] != out_shape[d]) return RunFallback(*fallback_, layouts_, in, out);
+      }
+      out_shape[1] += t->shape[1];
+      shapes.push_back(t->shape);
+    }
+    return Guarded("Concat", [&]() -> Status {
+      auto it = primitives_.find(shapes);
+      if (it == primitives_.end()) {
+        std::vector<dnnl::memory::desc> sources;
+        for (const Shape& shape : shapes) sources.push_back(BlockedDesc(shape));
+        dnnl::concat::primitive_desc pd(BlockedDesc(out_shape), 1, sources, Engine());
+        it = primitives_.emplace(shapes, std::make_pair(dnnl::concat(pd), std::string(pd.impl_info_str()))).first;
+      }
+      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape)));
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(BlockedDesc(out_shape), dst)}};
+      for (size_t i = 0; i < in.size(); ++i) {
+        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), Wrap(BlockedDesc(shapes[i]), in[i]->data.get()));
+      }
+      it->second.first.execute(ThreadStream(), args);
+      ThreadStream().wait();
+      last_ = it->second.second;
+      return Status::Ok();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  Layouts layouts_;
+  std::unique_ptr<Kernel> fallback_;
+  std::map<std::vector<Shape>, std::pair<dnnl::concat, std::string>> primitives_;
+  std::string last_;
+};
+
 }  // namespace
 
 void RegisterDnnlDataMovementKernels(KernelRegistry* r) {
+  KernelFactory concat_reference = FactoryBefore(*r, "Concat");
+  r->Register("Concat", 4, [concat_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, concat_reference(node, opset));
+    ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+    if (!layouts.any()) return fallback;  // plain tensors: the reference kernel's row copies
+    ASSIGN_OR_RETURN(int64_t axis, node.Int("axis", 0));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlBlockedConcat>(axis, std::move(layouts), std::move(fallback)));
+  });
   KernelFactory transpose_reference = FactoryBefore(*r, "Transpose");
   r->Register("Transpose", 1, [transpose_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, transpose_reference(node, opset));
