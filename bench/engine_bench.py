@@ -6,7 +6,8 @@ on the same model files and the same machine, in one run.
 
 Models come from models/make_real_models.py (built once into .cache/models). For each model:
 batch-1 latency (p50, p90), batch-8 throughput, load time, peak RSS, inferd/ORT ratios, and
-inferd's GFLOP/s. Every engine gets the same intra-op thread count (--threads, default 2). Needs
+inferd's GFLOP/s; with --batch32 also batch-32 throughput. Every engine gets the same intra-op
+thread count (--threads, default 2). Needs
 `bash scripts/setup.sh --bench` (python3-torch, python3-torchvision, nodejs, npm) and a release build.
 """
 import argparse
@@ -139,6 +140,8 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-torch", action="store_true")
+    parser.add_argument("--batch32", action="store_true",
+                        help="also batch-32 throughput (inferd and ORT; long for the transformers)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="passes per model, engines interleaved within each; the table shows medians")
     args = parser.parse_args()
@@ -155,13 +158,14 @@ def main():
           "inferd b8 img/s | ORT b8 img/s | torch b8 img/s | inferd/ORT b8 | inferd GFLOP/s b8 | "
           "load ms inferd/ORT | peak RSS MB inferd/ORT |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    batch32 = []
     for name in names:
         model = MODELS_DIR / name / "model.onnx"
         info = json.loads((MODELS_DIR / name / "info.json").read_text())
         b8_iterations = max(3, args.iterations // 4)
         # The machine is shared and noisy: engines alternate within each round, so a slow spell
         # hits both, and the median over rounds drops the outliers.
-        rounds = {key: [] for key in ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8")}
+        rounds = {key: [] for key in ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8", "ours32", "ort32")}
         for _ in range(args.rounds):
             rounds["ours1"].append(run_inferd(model, 1, args.iterations, args.threads))
             rounds["ort1"].append(run_ort(model, [1, *info["sample_shape"]], args.iterations, args.threads))
@@ -170,8 +174,14 @@ def main():
             if not args.skip_torch:
                 rounds["torch1"].append(run_torch(name, 1, args.iterations, args.threads))
                 rounds["torch8"].append(run_torch(name, 8, b8_iterations, args.threads))
-        ours1, ort1, ours8, ort8, torch1, torch8 = (median_of(rounds[key]) for key in
-                                                    ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8"))
+            if args.batch32:
+                b32_iterations = max(2, args.iterations // 10)
+                rounds["ours32"].append(run_inferd(model, 32, b32_iterations, args.threads))
+                rounds["ort32"].append(run_ort(model, [32, *info["sample_shape"]], b32_iterations, args.threads))
+        ours1, ort1, ours8, ort8, torch1, torch8, ours32, ort32 = (
+            median_of(rounds[key]) for key in ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8", "ours32", "ort32"))
+        if args.batch32:
+            batch32.append((name, ours32, ort32))
         gflops = (f"{info['gflops_per_sample'] * ours8['throughput_per_s']:.0f}"
                   if "throughput_per_s" in ours8 and info["gflops_per_sample"] else "-")
         print(f"| {name} | {cell(ours1, 'p50_ms')}/{cell(ours1, 'p90_ms')} | {cell(ort1, 'p50_ms')}/{cell(ort1, 'p90_ms')} "
@@ -183,6 +193,14 @@ def main():
         for label, result in (("inferd b1", ours1), ("ORT b1", ort1), ("inferd b8", ours8), ("torch b1", torch1)):
             if "error" in result:
                 print(f"  {name} {label}: {result['error']}", file=sys.stderr)
+    if batch32:
+        print(f"\nbatch 32, over {max(2, args.iterations // 10)} runs after 3 warm-up runs\n")
+        print("| model | inferd b32 img/s | ORT b32 img/s | inferd/ORT b32 | peak RSS MB inferd/ORT |")
+        print("|---|---:|---:|---:|---:|")
+        for name, ours, ort in batch32:
+            print(f"| {name} | {cell(ours, 'throughput_per_s', '{:.1f}')} | {cell(ort, 'throughput_per_s', '{:.1f}')} "
+                  f"| {ratio(ours, ort, 'throughput_per_s')} | {cell(ours, 'peak_rss_mb', '{:.0f}')}/"
+                  f"{cell(ort, 'peak_rss_mb', '{:.0f}')} |", flush=True)
 
 
 if __name__ == "__main__":
