@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -74,6 +75,22 @@ struct PackedWeights {
   void Update(const std::shared_ptr<const uint8_t>& weights, const dnnl::memory::desc& from,
               const dnnl::memory::desc& to, bool private_copy = false);
 };
+
+// The kernels' cache of one primitive per key (shapes...) with the name of oneDNN's implementation
+// of it: made on first use from the primitive desc that `make_desc` returns.
+template <typename Primitive, typename Key>
+using PrimitiveMap = std::map<Key, std::pair<Primitive, std::string>>;
+
+template <typename Primitive, typename Key, typename MakeDesc>
+std::pair<Primitive, std::string>& FindOrCreate(PrimitiveMap<Primitive, Key>& primitives, const Key& key,
+                                                MakeDesc make_desc) {
+  auto it = primitives.find(key);
+  if (it == primitives.end()) {
+    const auto pd = make_desc();
+    it = primitives.emplace(key, std::make_pair(Primitive(pd), std::string(pd.impl_info_str()))).first;
+  }
+  return it->second;
+}
 
 // The factory registered for `op` so far (the reference kernel), which a oneDNN kernel registered
 // over it keeps as its fallback.

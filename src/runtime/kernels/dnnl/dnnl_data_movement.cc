@@ -105,21 +105,19 @@ class DnnlBlockedConcat final : public Kernel {
       shapes.push_back(t->shape);
     }
     return Guarded("Concat", [&]() -> Status {
-      auto it = primitives_.find(shapes);
-      if (it == primitives_.end()) {
+      auto& primitive = FindOrCreate(primitives_, shapes, [&] {
         std::vector<dnnl::memory::desc> sources;
         for (const Shape& shape : shapes) sources.push_back(BlockedDesc(shape));
-        dnnl::concat::primitive_desc pd(BlockedDesc(out_shape), 1, sources, Engine());
-        it = primitives_.emplace(shapes, std::make_pair(dnnl::concat(pd), std::string(pd.impl_info_str()))).first;
-      }
+        return dnnl::concat::primitive_desc(BlockedDesc(out_shape), 1, sources, Engine());
+      });
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape)));
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(BlockedDesc(out_shape), dst)}};
       for (size_t i = 0; i < in.size(); ++i) {
         args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), Wrap(BlockedDesc(shapes[i]), in[i]->data.get()));
       }
-      it->second.first.execute(ThreadStream(), args);
+      primitive.first.execute(ThreadStream(), args);
       ThreadStream().wait();
-      last_ = it->second.second;
+      last_ = primitive.second;
       return Status::Ok();
     });
   }
@@ -128,7 +126,7 @@ class DnnlBlockedConcat final : public Kernel {
   int64_t axis_;
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::vector<Shape>, std::pair<dnnl::concat, std::string>> primitives_;
+  PrimitiveMap<dnnl::concat, std::vector<Shape>> primitives_;
   std::string last_;
 };
 

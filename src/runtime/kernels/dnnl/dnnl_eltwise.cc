@@ -35,13 +35,11 @@ class DnnlUnary final : public Kernel {
     const int64_t n = blocked ? static_cast<int64_t>(x.byte_size / sizeof(float)) : ElementsOf(x);
     if (n == 0) return fallback_->Run(in, out);
     return Guarded("eltwise", [&]() -> Status {
-      auto it = primitives_.find(n);
-      if (it == primitives_.end()) {
-        dnnl::memory::desc desc = PlainDesc({n});
-        dnnl::eltwise_forward::primitive_desc pd(
-            dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm_, desc, alpha_, beta_), Engine());
-        it = primitives_.emplace(n, std::make_pair(dnnl::eltwise_forward(pd), std::string(pd.impl_info_str()))).first;
-      }
+      auto& primitive = FindOrCreate(primitives_, n, [&] {
+        return dnnl::eltwise_forward::primitive_desc(
+            dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm_, PlainDesc({n}), alpha_, beta_),
+            Engine());
+      });
       float* dst = nullptr;
       if (blocked) {
         ASSIGN_OR_RETURN(dst, AllocateWithDesc(&out[0], x.shape, BlockedDesc(x.shape)));
@@ -49,10 +47,10 @@ class DnnlUnary final : public Kernel {
         ASSIGN_OR_RETURN(dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
       }
       dnnl::memory::desc desc = PlainDesc({n});
-      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
+      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
       ThreadStream().wait();
       if (blocked) ZeroChannelPadding(dst, x.shape);
-      last_ = it->second.second;
+      last_ = primitive.second;
       return Status::Ok();
     });
   }
@@ -62,7 +60,7 @@ class DnnlUnary final : public Kernel {
   float alpha_, beta_;
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<int64_t, std::pair<dnnl::eltwise_forward, std::string>> primitives_;
+  PrimitiveMap<dnnl::eltwise_forward, int64_t> primitives_;
   std::string last_;
 };
 

@@ -47,23 +47,20 @@ class DnnlLayerNorm final : public Kernel {
       const dnnl::memory::desc channel = PlainDesc({size});
       const bool has_bias = bias != nullptr;
       auto key = std::make_tuple(rows, size, has_bias);
-      auto it = primitives_.find(key);
-      if (it == primitives_.end()) {
+      auto& primitive = FindOrCreate(primitives_, key, [&] {
         dnnl::normalization_flags flags = dnnl::normalization_flags::use_scale;
         if (has_bias) flags |= dnnl::normalization_flags::use_shift;
-        dnnl::layer_normalization_forward::primitive_desc pd(
+        return dnnl::layer_normalization_forward::primitive_desc(
             dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), Engine());
-        it = primitives_.emplace(key, std::make_pair(dnnl::layer_normalization_forward(pd), std::string(pd.impl_info_str())))
-                 .first;
-      }
+      });
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x->shape));
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(data, x->data.get())},
                                                  {DNNL_ARG_DST, Wrap(data, dst)},
                                                  {DNNL_ARG_SCALE, Wrap(channel, scale->data.get())}};
       if (has_bias) args.emplace(DNNL_ARG_SHIFT, Wrap(channel, bias->data.get()));
-      it->second.first.execute(ThreadStream(), args);
+      primitive.first.execute(ThreadStream(), args);
       ThreadStream().wait();
-      last_ = it->second.second;
+      last_ = primitive.second;
       return Status::Ok();
     });
   }
@@ -72,7 +69,7 @@ class DnnlLayerNorm final : public Kernel {
   int64_t axis_;
   float epsilon_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::tuple<int64_t, int64_t, bool>, std::pair<dnnl::layer_normalization_forward, std::string>> primitives_;
+  PrimitiveMap<dnnl::layer_normalization_forward, std::tuple<int64_t, int64_t, bool>> primitives_;
   std::string last_;
 };
 
@@ -98,24 +95,21 @@ class DnnlBatchNorm final : public Kernel {
     return Guarded("BatchNormalization", [&]() -> Status {
       const dnnl::memory::desc data = PlainDesc(ToDims(x.shape));
       const dnnl::memory::desc channel = PlainDesc({channels});
-      auto it = primitives_.find(x.shape);
-      if (it == primitives_.end()) {
+      auto& primitive = FindOrCreate(primitives_, x.shape, [&] {
         const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                            dnnl::normalization_flags::use_shift;
-        dnnl::batch_normalization_forward::primitive_desc pd(
+        return dnnl::batch_normalization_forward::primitive_desc(
             dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), Engine());
-        it = primitives_.emplace(x.shape, std::make_pair(dnnl::batch_normalization_forward(pd), std::string(pd.impl_info_str())))
-                 .first;
-      }
+      });
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
-      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x.data.get())},
+      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x.data.get())},
                                                 {DNNL_ARG_DST, Wrap(data, dst)},
                                                 {DNNL_ARG_SCALE, Wrap(channel, in[1]->data.get())},
                                                 {DNNL_ARG_SHIFT, Wrap(channel, in[2]->data.get())},
                                                 {DNNL_ARG_MEAN, Wrap(channel, in[3]->data.get())},
                                                 {DNNL_ARG_VARIANCE, Wrap(channel, in[4]->data.get())}});
       ThreadStream().wait();
-      last_ = it->second.second;
+      last_ = primitive.second;
       return Status::Ok();
     });
   }
@@ -123,7 +117,7 @@ class DnnlBatchNorm final : public Kernel {
  private:
   float epsilon_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<Shape, std::pair<dnnl::batch_normalization_forward, std::string>> primitives_;
+  PrimitiveMap<dnnl::batch_normalization_forward, Shape> primitives_;
   std::string last_;
 };
 
@@ -143,18 +137,16 @@ class DnnlLrn final : public Kernel {
     }
     return Guarded("LRN", [&]() -> Status {
       const dnnl::memory::desc data = PlainDesc(ToDims(x->shape));
-      auto it = primitives_.find(x->shape);
-      if (it == primitives_.end()) {
-        dnnl::lrn_forward::primitive_desc pd(
+      auto& primitive = FindOrCreate(primitives_, x->shape, [&] {
+        return dnnl::lrn_forward::primitive_desc(
             dnnl::lrn_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels, data,
                                     size_, alpha_, beta_, bias_),
             Engine());
-        it = primitives_.emplace(x->shape, std::make_pair(dnnl::lrn_forward(pd), std::string(pd.impl_info_str()))).first;
-      }
+      });
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x->shape));
-      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x->data.get())}, {DNNL_ARG_DST, Wrap(data, dst)}});
+      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x->data.get())}, {DNNL_ARG_DST, Wrap(data, dst)}});
       ThreadStream().wait();
-      last_ = it->second.second;
+      last_ = primitive.second;
       return Status::Ok();
     });
   }
@@ -163,7 +155,7 @@ class DnnlLrn final : public Kernel {
   int64_t size_;
   float alpha_, beta_, bias_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<Shape, std::pair<dnnl::lrn_forward, std::string>> primitives_;
+  PrimitiveMap<dnnl::lrn_forward, Shape> primitives_;
   std::string last_;
 };
 

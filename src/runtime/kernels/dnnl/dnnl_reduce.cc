@@ -70,15 +70,13 @@ class DnnlReduce final : public Kernel {
       const dnnl::memory::desc src = PlainDesc(ToDims(x->shape));
       const dnnl::memory::desc dst = PlainDesc(ToDims(reduced_dims));
       auto key = std::make_pair(x->shape, reduced_dims);
-      auto it = primitives_.find(key);
-      if (it == primitives_.end()) {
-        dnnl::reduction::primitive_desc pd(dnnl::reduction::desc(op_.algorithm, src, dst, op_.p, 0.0f), Engine());
-        it = primitives_.emplace(key, std::make_pair(dnnl::reduction(pd), std::string(pd.impl_info_str()))).first;
-      }
+      auto& primitive = FindOrCreate(primitives_, key, [&] {
+        return dnnl::reduction::primitive_desc(dnnl::reduction::desc(op_.algorithm, src, dst, op_.p, 0.0f), Engine());
+      });
       ASSIGN_OR_RETURN(float* result, AllocateOutputAs<float>(&out[0], DataType::kFp32, out_shape));
-      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(src, x->data.get())}, {DNNL_ARG_DST, Wrap(dst, result)}});
+      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(src, x->data.get())}, {DNNL_ARG_DST, Wrap(dst, result)}});
       ThreadStream().wait();
-      last_ = it->second.second;
+      last_ = primitive.second;
       return Status::Ok();
     });
   }
@@ -88,7 +86,7 @@ class DnnlReduce final : public Kernel {
   std::vector<int64_t> axes_;
   bool keepdims_, noop_with_empty_axes_, axes_input_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::pair<Shape, Shape>, std::pair<dnnl::reduction, std::string>> primitives_;
+  PrimitiveMap<dnnl::reduction, std::pair<Shape, Shape>> primitives_;
   std::string last_;
 };
 
