@@ -318,6 +318,68 @@ TEST(ConvTransposeTest, OneDnnMatchesReference) {
   }
 }
 
+Graph AttentionNode(size_t inputs, std::map<std::string, Attribute, std::less<>> attributes) {
+  Graph g = OneNode("Attention", inputs, std::move(attributes));
+  g.nodes[0].domain = "inferd";
+  return g;
+}
+
+TEST(AttentionTest, OneDnnMatchesReferenceThroughPermsMasksAndChunks) {
+  struct Case {
+    const char* name;
+    std::vector<Shape> inputs;
+    std::map<std::string, Attribute, std::less<>> attributes;
+    Shape output;
+  };
+  const std::vector<Case> cases = {
+      {"no batch dims, Q given transposed, causal-style mask",
+       {{4, 9}, {4, 9}, {9, 3}, {9, 9}},
+       {{"scale", Float(0.5f)}, {"q_perm", Ints({1, 0})}},
+       {9, 3}},
+      {"sequence-first heads with 20 of them (several chunks and a remainder)",
+       {{128, 20, 8}, {128, 20, 8}, {128, 20, 8}},
+       {{"scale", Float(0.35f)}, {"q_perm", Ints({1, 0, 2})}, {"k_perm", Ints({1, 2, 0})}, {"v_perm", Ints({1, 0, 2})},
+        {"out_perm", Ints({1, 0, 2})}},
+       {128, 20, 8}},
+      {"[batch, heads] with a key padding mask",
+       {{2, 3, 5, 8}, {2, 3, 8, 6}, {2, 3, 6, 4}, {2, 1, 1, 6}},
+       {{"scale", Float(0.125f)}},
+       {2, 3, 5, 4}},
+  };
+  for (const Case& c : cases) {
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < c.inputs.size(); ++i) inputs.push_back(Random(c.inputs[i], static_cast<uint32_t>(i + 1), -2, 2));
+    Comparison result = ExpectSameAsReference(AttentionNode(c.inputs.size(), c.attributes), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:attention", 0), 0u) << c.name << ": " << result.implementation;
+    EXPECT_EQ(result.shape, c.output) << c.name;
+  }
+}
+
+TEST(AttentionTest, BroadcastOperandsRunOnTheReferenceKernel) {
+  // One K and V for every head (multi-query attention): oneDNN cannot read a stride-0 batch dim.
+  std::vector<Tensor> inputs{Random({2, 3, 5, 4}, 1), Random({2, 1, 4, 6}, 2), Random({2, 1, 6, 4}, 3)};
+  Comparison result = ExpectSameAsReference(AttentionNode(3, {{"scale", Float(0.5f)}}), inputs);
+  EXPECT_EQ(result.implementation, "reference");
+  EXPECT_EQ(result.shape, (Shape{2, 3, 5, 4}));
+}
+
+TEST(AttentionTest, OperandsThatDoNotChainAreAnError) {
+  auto session = Session::FromGraph(AttentionNode(4, {}));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> unchained{Random({5, 4}, 1), Random({3, 6}, 2), Random({6, 4}, 3), Random({5, 6}, 4)};
+  Status status = (*session)->Run(unchained, &outputs);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("do not chain"), std::string::npos) << status.message();
+  // A mask with more rows than the scores would grow them: not attention.
+  std::vector<Tensor> growing{Random({1, 4}, 1), Random({4, 6}, 2), Random({6, 4}, 3), Random({5, 6}, 4)};
+  status = (*session)->Run(growing, &outputs);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("does not fit"), std::string::npos) << status.message();
+  std::vector<Tensor> good{Random({5, 4}, 1), Random({4, 6}, 2), Random({6, 4}, 3), Random({5, 6}, 4)};
+  EXPECT_TRUE((*session)->Run(good, &outputs).ok());
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

@@ -356,6 +356,81 @@ TEST(PassesTest, SpelledOutLayerNormBecomesOneOp) {
   }
 }
 
+// PyTorch's MultiheadAttention (sequence first): Q, K and V as [S, heads, D], a transpose around
+// each, the scale on Q, and the output transposed back.
+GraphBuilder ExportedAttention() {
+  GraphBuilder b;
+  b.Input("q")
+      .Input("k")
+      .Input("v")
+      .Constant("sqrt_d", Scalar(2.0f))
+      .Op("Transpose", {"q"}, {"qt"}, {{"perm", Ints({1, 0, 2})}})
+      .Op("Div", {"qt", "sqrt_d"}, {"qs"})
+      .Op("Transpose", {"k"}, {"kt"}, {{"perm", Ints({1, 2, 0})}})
+      .Op("MatMul", {"qs", "kt"}, {"scores"})
+      .Op("Softmax", {"scores"}, {"p"}, {{"axis", Int(-1)}})
+      .Op("Transpose", {"v"}, {"vt"}, {{"perm", Ints({1, 0, 2})}})
+      .Op("MatMul", {"p", "vt"}, {"o"})
+      .Op("Transpose", {"o"}, {"y"}, {{"perm", Ints({1, 0, 2})}});
+  return b;
+}
+
+TEST(PassesTest, ExportedAttentionBecomesOneOpWithItsTransposesAbsorbed) {
+  Graph g = ExportedAttention().Output("y").graph();
+  // 6 heads: more than one chunk of the oneDNN kernel, with a remainder.
+  auto session = ExpectSameOutputs(g, {Random({128, 6, 4}, 1), Random({128, 6, 4}, 2), Random({128, 6, 5}, 3)});
+  ASSERT_TRUE(session);
+  ASSERT_EQ(session->graph().nodes.size(), 1u);
+  const Node& attention = session->graph().nodes[0];
+  EXPECT_EQ(attention.op_type, "Attention");
+  EXPECT_FLOAT_EQ(attention.Float("scale", 0).value(), 0.5f);
+  EXPECT_EQ(attention.Ints("k_perm").value(), (std::vector<int64_t>{1, 2, 0}));
+  EXPECT_EQ(attention.Ints("out_perm").value(), (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(session->kernel(0).Implementation().rfind("onednn:attention", 0), 0u) << session->kernel(0).Implementation();
+}
+
+TEST(PassesTest, AttentionWithAMaskAndTheScaleOnTheScores) {
+  // [batch, heads, S, D] with K transposed by the exporter, a padding mask over the keys.
+  Graph g = GraphBuilder()
+                .Input("q")
+                .Input("k")
+                .Input("v")
+                .Input("mask")
+                .Constant("scale", Scalar(0.25f))
+                .Op("Transpose", {"k"}, {"kt"}, {{"perm", Ints({0, 1, 3, 2})}})
+                .Op("MatMul", {"q", "kt"}, {"raw"})
+                .Op("Mul", {"scale", "raw"}, {"scaled"})
+                .Op("Add", {"scaled", "mask"}, {"masked"})
+                .Op("Softmax", {"masked"}, {"p"}, {{"axis", Int(3)}})
+                .Op("MatMul", {"p", "v"}, {"y"})
+                .Output("y")
+                .graph();
+  g.values[static_cast<size_t>(*g.FindValue("masked"))].shape = std::vector<Dim>(4);  // rank 4: axis 3 is the last
+  auto session = ExpectSameOutputs(
+      g, {Random({2, 3, 5, 8}, 1), Random({2, 3, 7, 8}, 2), Random({2, 3, 7, 4}, 3), Random({2, 1, 1, 7}, 4, -3, 0)});
+  ASSERT_TRUE(session);
+  ASSERT_EQ(session->graph().nodes.size(), 1u);
+  EXPECT_EQ(session->graph().nodes[0].inputs.size(), 4u);
+  EXPECT_EQ(session->kernel(0).Implementation().rfind("onednn:attention", 0), 0u) << session->kernel(0).Implementation();
+}
+
+TEST(PassesTest, AttentionLookalikesAreLeftAlone) {
+  // Softmax over another axis.
+  Graph other_axis = ExportedAttention().Output("y").graph();
+  for (Node& node : other_axis.nodes) {
+    if (node.op_type == "Softmax") node.attributes["axis"] = Int(1);
+  }
+  auto session = ExpectSameOutputs(other_axis, {Random({4, 2, 3}, 1), Random({4, 2, 3}, 2), Random({4, 2, 3}, 3)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Attention"), 0);
+  // The scores are also a graph output: they must stay.
+  Graph shared = ExportedAttention().Output("y").Output("scores").graph();
+  session = ExpectSameOutputs(shared, {Random({4, 2, 3}, 1), Random({4, 2, 3}, 2), Random({4, 2, 3}, 3)});
+  ASSERT_TRUE(session);
+  EXPECT_EQ(Count(*session, "Attention"), 0);
+  EXPECT_EQ(Count(*session, "Softmax"), 1);
+}
+
 TEST(PassesTest, SigmoidWithAnotherReaderStaysASigmoid) {
   Graph g = GraphBuilder()
                 .Input("x")

@@ -59,6 +59,7 @@ void RegisterShapeKernels(KernelRegistry* registry);
 void RegisterReduceKernels(KernelRegistry* registry);
 void RegisterNnKernels(KernelRegistry* registry);
 void RegisterResizeKernels(KernelRegistry* registry);
+void RegisterAttentionKernels(KernelRegistry* registry);  // inferd.Attention (passes/attention_fusion)
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);
@@ -68,6 +69,7 @@ void RegisterDnnlBinaryKernels(KernelRegistry* registry);
 void RegisterDnnlDataMovementKernels(KernelRegistry* registry);
 void RegisterDnnlNormKernels(KernelRegistry* registry);
 void RegisterDnnlReduceKernels(KernelRegistry* registry);
+void RegisterDnnlAttentionKernels(KernelRegistry* registry);
 // inferd.Reorder, which only the layout pass creates (it has no reference kernel: plain is the
 // only layout without oneDNN).
 void RegisterDnnlLayoutKernels(KernelRegistry* registry);

@@ -43,6 +43,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterReduceKernels(r);
     RegisterNnKernels(r);
     RegisterResizeKernels(r);
+    RegisterAttentionKernels(r);
     return r;
   }();
   return *registry;
@@ -59,6 +60,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterDnnlDataMovementKernels(r);
     RegisterDnnlNormKernels(r);
     RegisterDnnlReduceKernels(r);
+    RegisterDnnlAttentionKernels(r);
     RegisterDnnlLayoutKernels(r);
     return r;
   }();

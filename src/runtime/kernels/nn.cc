@@ -67,7 +67,6 @@ StatusOr<std::unique_ptr<Kernel>> MakeMatMul(const Node&, int) {
                         MatrixMultiply(x + at[0] * m * k, k, 1, y + at[1] * k * n, n, 1, dst + i * m * n, m, n, k);
                         ++i;
                       });
-      if (batch.empty()) MatrixMultiply(x, k, 1, y, n, 1, dst, m, n, k);
       return Status::Ok();
     });
   });

@@ -116,7 +116,7 @@ std::vector<int64_t> BroadcastStrides(const Shape& shape, const Shape& out_shape
 std::vector<int64_t> ContiguousStrides(const Shape& shape);
 
 // Walks every index of `shape` in row-major order, tracking offsets into N strided operands.
-// fn(offsets...) is called once per element.
+// fn(offsets...) is called once per element (once for a rank-0 shape).
 template <size_t N, typename Fn>
 void ForEachIndex(const Shape& shape, const std::array<std::vector<int64_t>, N>& strides, Fn&& fn) {
   const size_t rank = shape.size();

@@ -17,6 +17,8 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       {"fuse_layernorm", FuseLayerNorm},
       // Sigmoid(x)*x -> Swish before the fusions, so that a Conv can take it as one post-op.
       {"rewrite_activations", RewriteActivations},
+      // Attention before the post-op fusions, which would take its mask Add into the MatMul.
+      {"fuse_attention", FuseAttention},
       // Residual Add before activations: ResNet's Conv -> Add -> Relu becomes one Conv with
       // post-ops [Add, Relu]; the other order could not take the Add any more.
       {"fuse_residual_add", FuseResidualAdd},

@@ -20,6 +20,7 @@ StatusOr<int> FuseResidualAdd(Graph* graph);
 StatusOr<int> FuseActivations(Graph* graph);
 StatusOr<int> RewriteActivations(Graph* graph);
 StatusOr<int> FuseLayerNorm(Graph* graph);
+StatusOr<int> FuseAttention(Graph* graph);
 StatusOr<int> PropagateLayouts(Graph* graph);
 
 struct OptimizerPass {
