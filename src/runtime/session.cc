@@ -126,6 +126,26 @@ Status Session::CheckInput(size_t index, const Tensor& tensor) const {
   return Status::Ok();
 }
 
+// The optimizer took dims with one symbol to be equal (passes/shape_folding.cc): inputs must agree.
+Status Session::CheckSymbols(std::span<const Tensor> inputs) const {
+  std::map<std::string_view, std::pair<int64_t, size_t>> bound;  // symbol -> size, input
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueInfo& info = input(i);
+    if (!info.shape || info.shape->size() != inputs[i].shape.size()) continue;
+    for (size_t d = 0; d < inputs[i].shape.size(); ++d) {
+      const Dim& dim = (*info.shape)[d];
+      if (dim.is_known() || dim.symbol.empty()) continue;
+      auto [it, added] = bound.emplace(dim.symbol, std::make_pair(inputs[i].shape[d], i));
+      if (!added && it->second.first != inputs[i].shape[d]) {
+        return Status::InvalidArgument("dim '" + dim.symbol + "' is " + std::to_string(it->second.first) + " in input '" +
+                                       input(it->second.second).name + "' but " + std::to_string(inputs[i].shape[d]) +
+                                       " in input '" + info.name + "'");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) {
   if (inputs.size() != graph_.inputs.size()) {
     return Status::InvalidArgument("the model takes " + std::to_string(graph_.inputs.size()) + " inputs, got " +
@@ -140,6 +160,7 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     slots[graph_.inputs[i]] = &inputs[i];
     input_shapes.push_back(inputs[i].shape);
   }
+  RETURN_IF_ERROR(CheckSymbols(inputs));
 
   // With a plan, outputs go to the arena; each run's tensors there get a new owner (so that a
   // kernel's cache keyed on an input buffer cannot mistake this run's contents for the last's).

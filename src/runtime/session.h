@@ -90,6 +90,7 @@ class Session {
 
   Session();
   Status BuildKernels(const KernelRegistry& registry);
+  Status CheckSymbols(std::span<const Tensor> inputs) const;
   Status CheckInput(size_t index, const Tensor& tensor) const;
   // The allocations of a run without a plan, as BuildMemoryPlan reads them.
   struct RunRecord {

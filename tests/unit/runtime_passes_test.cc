@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "runtime/ir/shape_inference.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/session.h"
 #include "runtime_test_util.h"
@@ -429,6 +430,120 @@ TEST(PassesTest, AttentionLookalikesAreLeftAlone) {
   ASSERT_TRUE(session);
   EXPECT_EQ(Count(*session, "Attention"), 0);
   EXPECT_EQ(Count(*session, "Softmax"), 1);
+}
+
+Tensor Int64s(std::vector<int64_t> values, bool scalar = false) {
+  Tensor t;
+  int64_t* data = AllocateOutputAs<int64_t>(&t, DataType::kInt64, scalar ? Shape{} : Shape{static_cast<int64_t>(values.size())}).value();
+  std::copy(values.begin(), values.end(), data);
+  return t;
+}
+
+void SetShape(Graph* g, const std::string& name, std::vector<Dim> dims) {
+  g->values[static_cast<size_t>(*g->FindValue(name))].shape = std::move(dims);
+}
+
+std::string InferredShape(const Graph& g, const InferredShapes& inferred, const std::string& name) {
+  const auto& shape = inferred.shapes[static_cast<size_t>(*g.FindValue(name))];
+  return shape ? DimsToString(*shape) : "none";
+}
+
+// The shape arithmetic PyTorch exports around a multi-head reshape, on a symbolic batch:
+//   t = x.transpose(0, 1); t.reshape(t.shape[0], t.shape[1] * 2, -1)
+Graph ExportedReshape() {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("zero", Int64s({0}, true))
+                .Constant("one", Int64s({1}, true))
+                .Constant("two", Int64s({2}, true))
+                .Constant("axes", Int64s({0}))
+                .Constant("rest", Int64s({-1}))
+                .Op("Transpose", {"x"}, {"t"}, {{"perm", Ints({1, 0, 2})}})
+                .Op("Shape", {"t"}, {"shape"})
+                .Op("Gather", {"shape", "zero"}, {"rows"})
+                .Op("Gather", {"shape", "one"}, {"batch"})
+                .Op("Mul", {"batch", "two"}, {"batch2"})
+                .Op("Unsqueeze", {"rows", "axes"}, {"rows1"})
+                .Op("Unsqueeze", {"batch2", "axes"}, {"batch21"})
+                .Op("Concat", {"rows1", "batch21", "rest"}, {"target"}, {{"axis", Int(0)}})
+                .Op("Reshape", {"t", "target"}, {"y"})
+                .Output("y")
+                .graph();
+  SetShape(&g, "x", {Dim{.symbol = "batch"}, Dim{.value = 4}, Dim{.value = 6}});
+  return g;
+}
+
+TEST(ShapeInferenceTest, SymbolicBatchFlowsThroughShapeArithmetic) {
+  const Graph g = ExportedReshape();
+  const InferredShapes inferred = InferShapes(g);
+  EXPECT_EQ(InferredShape(g, inferred, "t"), "[4,batch,6]");
+  EXPECT_EQ(ContentsToString(*inferred.contents[*g.FindValue("target")]), "[4,batch*2,-1]");
+  EXPECT_EQ(InferredShape(g, inferred, "y"), "[4,batch*2,3]");
+  EXPECT_EQ(InferredShape(g, inferred, "rows"), "[]");
+}
+
+TEST(ShapeInferenceTest, ConvPoolFlattenAndReshapeMinusOne) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", Random({8, 3, 3, 3}, 1))
+                .Constant("target", Int64s({0, -1}))
+                .Op("Conv", {"x", "w"}, {"c"}, {{"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}})
+                .Op("MaxPool", {"c"}, {"p"}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}})
+                .Op("Flatten", {"p"}, {"f"})
+                .Op("Reshape", {"c", "target"}, {"r"})
+                .Op("ReduceMean", {"c"}, {"m"}, {{"axes", Ints({2, 3})}, {"keepdims", Int(0)}})
+                .Output("f")
+                .graph();
+  SetShape(&g, "x", {Dim{.symbol = "n"}, Dim{.value = 3}, Dim{.value = 10}, Dim{.value = 10}});
+  const InferredShapes inferred = InferShapes(g);
+  EXPECT_EQ(InferredShape(g, inferred, "c"), "[n,8,5,5]");
+  EXPECT_EQ(InferredShape(g, inferred, "p"), "[n,8,2,2]");
+  EXPECT_EQ(InferredShape(g, inferred, "f"), "[n,32]");
+  EXPECT_EQ(InferredShape(g, inferred, "r"), "[n,200]");
+  EXPECT_EQ(InferredShape(g, inferred, "m"), "[n,8]");
+}
+
+TEST(ShapeInferenceTest, WhatItCannotDecideStaysUnknown) {
+  // Two different symbols broadcast: either could be 1.
+  Graph g = GraphBuilder().Input("a").Input("b").Op("Add", {"a", "b"}, {"y"}).Output("y").graph();
+  SetShape(&g, "a", {Dim{.symbol = "p"}, Dim{.value = 3}});
+  SetShape(&g, "b", {Dim{.symbol = "q"}, Dim{.value = 1}});
+  const InferredShapes inferred = InferShapes(g);
+  EXPECT_EQ(InferredShape(g, inferred, "y"), "[?,3]");
+}
+
+TEST(PassesTest, ShapeArithmeticFoldsExceptWhatTheBatchReaches) {
+  const Graph g = ExportedReshape();
+  // Batch 1 and 3 through the same session: only the batch-dependent part may stay.
+  auto session = ExpectSameOutputs(g, {Random({1, 4, 6}, 1)});
+  ASSERT_TRUE(session);
+  std::vector<Tensor> expected, actual;
+  auto plain = Session::FromGraph(g, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(plain.ok());
+  const std::vector<Tensor> batch3{Random({3, 4, 6}, 2)};
+  ASSERT_TRUE((*plain)->Run(batch3, &expected).ok());
+  ASSERT_TRUE(session->Run(batch3, &actual).ok());
+  EXPECT_EQ(actual[0].shape, (Shape{4, 6, 3}));
+  EXPECT_EQ(actual[0].shape, expected[0].shape);
+  // Left: Shape -> Gather(batch) -> Mul -> Unsqueeze -> Concat -> Reshape, and the Transpose.
+  EXPECT_EQ(Count(*session, "Gather"), 1);
+  EXPECT_EQ(Count(*session, "Shape"), 1);
+  EXPECT_EQ(session->graph().nodes.size(), 7u);
+}
+
+TEST(PassesTest, InputsMustBindASymbolToOneSize) {
+  Graph g = GraphBuilder().Input("a").Input("b").Op("Add", {"a", "b"}, {"y"}).Output("y").graph();
+  SetShape(&g, "a", {Dim{.symbol = "batch"}, Dim{.value = 2}});
+  SetShape(&g, "b", {Dim{.symbol = "batch"}, Dim{.value = 2}});
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(session.ok());
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> mismatched{Random({1, 2}, 1), Random({3, 2}, 2)};
+  Status status = (*session)->Run(mismatched, &outputs);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("dim 'batch' is 1 in input 'a' but 3 in input 'b'"), std::string::npos) << status.message();
+  std::vector<Tensor> matched{Random({3, 2}, 1), Random({3, 2}, 2)};
+  EXPECT_TRUE((*session)->Run(matched, &outputs).ok());
 }
 
 TEST(PassesTest, SigmoidWithAnotherReaderStaysASigmoid) {

@@ -15,34 +15,38 @@ bool IsRandom(const std::string& op) { return op.rfind("Random", 0) == 0 || op =
 
 }  // namespace
 
+std::optional<std::vector<Tensor>> EvaluateConstantNode(const Graph& graph, const Node& node) {
+  if (IsRandom(node.op_type)) return std::nullopt;
+  std::vector<const Tensor*> inputs;
+  for (ValueId id : node.inputs) {
+    const Tensor* constant = id == kNoValue ? nullptr : ConstantOf(graph, id);
+    if (id != kNoValue && constant == nullptr) return std::nullopt;
+    inputs.push_back(constant);
+  }
+  const KernelFactory* factory = KernelRegistry::Reference().Find(node.op_type, node.domain, graph.opset);
+  if (factory == nullptr) return std::nullopt;  // the session reports it
+  auto kernel = (*factory)(node, graph.opset);
+  if (!kernel.ok()) return std::nullopt;
+  std::vector<Tensor> outputs(node.outputs.size());
+  if (!(*kernel)->Run(inputs, outputs).ok()) return std::nullopt;  // leave the error to run time
+  for (const Tensor& t : outputs) {
+    if (t.byte_size > static_cast<size_t>(kMaxFoldedBytes)) return std::nullopt;
+  }
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    if (node.outputs[o] != kNoValue) outputs[o].name = graph.value(node.outputs[o]).name;
+  }
+  return outputs;
+}
+
 StatusOr<int> FoldConstants(Graph* graph) {
-  const KernelRegistry& registry = KernelRegistry::Reference();
   std::vector<bool> removed(graph->nodes.size(), false);
   int rewrites = 0;
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     const Node& node = graph->nodes[n];
-    if (IsRandom(node.op_type)) continue;
-    bool all_constant = true;
-    std::vector<const Tensor*> inputs;
-    for (ValueId id : node.inputs) {
-      const Tensor* constant = id == kNoValue ? nullptr : ConstantOf(*graph, id);
-      if (id != kNoValue && constant == nullptr) all_constant = false;
-      inputs.push_back(constant);
-    }
-    if (!all_constant) continue;
-    const KernelFactory* factory = registry.Find(node.op_type, node.domain, graph->opset);
-    if (factory == nullptr) continue;  // the session reports it
-    auto kernel = (*factory)(node, graph->opset);
-    if (!kernel.ok()) continue;
-    std::vector<Tensor> outputs(node.outputs.size());
-    if (!(*kernel)->Run(inputs, outputs).ok()) continue;  // leave the error to run time
-    bool small = true;
-    for (const Tensor& t : outputs) small &= t.byte_size <= static_cast<size_t>(kMaxFoldedBytes);
-    if (!small) continue;
+    auto outputs = EvaluateConstantNode(*graph, node);
+    if (!outputs) continue;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (node.outputs[o] == kNoValue) continue;
-      outputs[o].name = graph->value(node.outputs[o]).name;
-      graph->initializers[node.outputs[o]] = std::move(outputs[o]);
+      if (node.outputs[o] != kNoValue) graph->initializers[node.outputs[o]] = std::move((*outputs)[o]);
     }
     removed[n] = true;
     ++rewrites;

@@ -54,6 +54,29 @@ void EraseNodes(Graph* graph, const std::vector<bool>& removed) {
   }
 }
 
+int EraseDeadNodes(Graph* graph) {
+  std::vector<bool> read(graph->values.size(), false);
+  for (ValueId id : graph->outputs) read[static_cast<size_t>(id)] = true;
+  std::vector<bool> removed(graph->nodes.size(), false);
+  int erased = 0;
+  // Backwards: a node's readers come after it, so their fate is known when it is reached.
+  for (size_t n = graph->nodes.size(); n-- > 0;) {
+    const Node& node = graph->nodes[n];
+    const bool live = std::any_of(node.outputs.begin(), node.outputs.end(),
+                                  [&](ValueId id) { return id != kNoValue && read[static_cast<size_t>(id)]; });
+    if (!live) {
+      removed[n] = true;
+      ++erased;
+      continue;
+    }
+    for (ValueId id : node.inputs) {
+      if (id != kNoValue) read[static_cast<size_t>(id)] = true;
+    }
+  }
+  if (erased > 0) EraseNodes(graph, removed);
+  return erased;
+}
+
 bool IsDefaultDomain(const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
 
 float ScalarOf(const Graph& graph, ValueId id, float missing) {

@@ -22,6 +22,10 @@ void ReplaceUses(Graph* graph, ValueId from, ValueId to);
 // Drops nodes marked in `removed` (keeps the order of the rest) and initializers nothing reads.
 void EraseNodes(Graph* graph, const std::vector<bool>& removed);
 
+// Drops nodes whose outputs nothing reads (ONNX's inference ops have no side effects); returns how
+// many.
+int EraseDeadNodes(Graph* graph);
+
 bool IsDefaultDomain(const Node& node);
 
 // The value of a one-element FP32 constant, or `missing`.

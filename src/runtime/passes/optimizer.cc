@@ -6,11 +6,13 @@ namespace inferd::runtime {
 
 const std::vector<OptimizerPass>& OptimizerPasses() {
   static const std::vector<OptimizerPass> passes = {
-      // Identity/Dropout first: they hide patterns (Conv -> Identity -> Relu) from later passes.
-      {"eliminate_identities", EliminateIdentities},
-      // Constants next, so that BatchNorm parameters, Clip bounds and reshape targets computed from
-      // constants are initializers by the time the fusions look for them.
+      // Constants first, so that BatchNorm parameters, Clip bounds, reshape targets and Dropout's
+      // training_mode computed from constants are initializers by the time the others look.
       {"fold_constants", FoldConstants},
+      // Identity/Dropout next: they hide patterns (Conv -> Identity -> Relu) from later passes.
+      {"eliminate_identities", EliminateIdentities},
+      // Shape arithmetic the batch dim does not reach: constants too (then folded on).
+      {"fold_shapes", FoldShapes},
       // BatchNorm folds into the Conv's weights before any fusion takes the Conv's output.
       {"fold_batchnorm_into_conv", FoldBatchNormIntoConv},
       // LayerNorm spelled out in nine ops (exports before opset 17) becomes one.

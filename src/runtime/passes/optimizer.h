@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace inferd::runtime {
 // The passes (passes/*.cc).
 StatusOr<int> EliminateIdentities(Graph* graph);
 StatusOr<int> FoldConstants(Graph* graph);
+StatusOr<int> FoldShapes(Graph* graph);
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 StatusOr<int> FuseResidualAdd(Graph* graph);
 StatusOr<int> FuseActivations(Graph* graph);
@@ -22,6 +24,10 @@ StatusOr<int> RewriteActivations(Graph* graph);
 StatusOr<int> FuseLayerNorm(Graph* graph);
 StatusOr<int> FuseAttention(Graph* graph);
 StatusOr<int> PropagateLayouts(Graph* graph);
+
+// The outputs of a node whose inputs are all constants, computed on the reference kernels;
+// nullopt when it cannot or should not fold (random ops, errors, results over 64 MiB).
+std::optional<std::vector<Tensor>> EvaluateConstantNode(const Graph& graph, const Node& node);
 
 struct OptimizerPass {
   const char* name;
