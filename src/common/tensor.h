@@ -56,6 +56,9 @@ struct Tensor {
   Shape shape;
   std::shared_ptr<const uint8_t> data;  // aliasing pointer: the owner stays alive with it
   size_t byte_size = 0;
+  // An ONNX sequence value instead of a tensor (the runtime's sequence ops; never crosses the
+  // server, whose tensors leave it null). Its items own their buffers.
+  std::shared_ptr<const std::vector<Tensor>> sequence;
 
   std::span<const uint8_t> bytes() const { return {data.get(), byte_size}; }
   template <typename T>

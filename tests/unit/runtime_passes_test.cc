@@ -15,43 +15,6 @@ namespace {
 
 using namespace testing_util;
 
-// Builds graphs by value name.
-class GraphBuilder {
- public:
-  GraphBuilder() { graph_.opset = 17; }
-  ValueId Value(const std::string& name) {
-    if (auto id = graph_.FindValue(name)) return *id;
-    return graph_.AddValue({.name = name, .dtype = DataType::kFp32});
-  }
-  GraphBuilder& Input(const std::string& name) {
-    graph_.inputs.push_back(Value(name));
-    return *this;
-  }
-  GraphBuilder& Constant(const std::string& name, Tensor t) {
-    graph_.initializers[Value(name)] = std::move(t);
-    return *this;
-  }
-  GraphBuilder& Op(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
-                   std::map<std::string, Attribute, std::less<>> attributes = {}) {
-    Node node;
-    node.op_type = op;
-    node.name = outputs[0] + "_node";
-    for (const auto& name : inputs) node.inputs.push_back(name.empty() ? kNoValue : Value(name));
-    for (const auto& name : outputs) node.outputs.push_back(Value(name));
-    node.attributes = std::move(attributes);
-    graph_.nodes.push_back(std::move(node));
-    return *this;
-  }
-  GraphBuilder& Output(const std::string& name) {
-    graph_.outputs.push_back(Value(name));
-    return *this;
-  }
-  Graph graph() const { return graph_; }
-
- private:
-  Graph graph_;
-};
-
 // Runs the graph unoptimized on the reference kernels and optimized on the fast ones.
 std::unique_ptr<Session> ExpectSameOutputs(const Graph& graph, const std::vector<Tensor>& inputs) {
   auto plain = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});

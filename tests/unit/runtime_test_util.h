@@ -1,6 +1,8 @@
-// Helpers shared by the runtime unit tests: seeded random tensors and attribute builders.
+// Helpers shared by the runtime unit tests: seeded random tensors, attribute builders and a graph
+// builder.
 #pragma once
 
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,5 +45,42 @@ inline Attribute String(std::string v) {
   a.s = std::move(v);
   return a;
 }
+
+// Builds graphs by value name.
+class GraphBuilder {
+ public:
+  GraphBuilder() { graph_.opset = 17; }
+  ValueId Value(const std::string& name) {
+    if (auto id = graph_.FindValue(name)) return *id;
+    return graph_.AddValue({.name = name, .dtype = DataType::kFp32});
+  }
+  GraphBuilder& Input(const std::string& name) {
+    graph_.inputs.push_back(Value(name));
+    return *this;
+  }
+  GraphBuilder& Constant(const std::string& name, Tensor t) {
+    graph_.initializers[Value(name)] = std::move(t);
+    return *this;
+  }
+  GraphBuilder& Op(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                   std::map<std::string, Attribute, std::less<>> attributes = {}) {
+    Node node;
+    node.op_type = op;
+    node.name = outputs[0] + "_node";
+    for (const auto& name : inputs) node.inputs.push_back(name.empty() ? kNoValue : Value(name));
+    for (const auto& name : outputs) node.outputs.push_back(Value(name));
+    node.attributes = std::move(attributes);
+    graph_.nodes.push_back(std::move(node));
+    return *this;
+  }
+  GraphBuilder& Output(const std::string& name) {
+    graph_.outputs.push_back(Value(name));
+    return *this;
+  }
+  Graph graph() const { return graph_; }
+
+ private:
+  Graph graph_;
+};
 
 }  // namespace inferd::runtime::testing_util

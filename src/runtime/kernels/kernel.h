@@ -59,7 +59,8 @@ void RegisterShapeKernels(KernelRegistry* registry);
 void RegisterReduceKernels(KernelRegistry* registry);
 void RegisterNnKernels(KernelRegistry* registry);
 void RegisterResizeKernels(KernelRegistry* registry);
-void RegisterAttentionKernels(KernelRegistry* registry);  // inferd.Attention (passes/attention_fusion)
+void RegisterAttentionKernels(KernelRegistry* registry);
+void RegisterSequenceKernels(KernelRegistry* registry);  // ONNX sequences (kernels/sequence.cc)  // inferd.Attention (passes/attention_fusion)
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);

@@ -44,6 +44,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterNnKernels(r);
     RegisterResizeKernels(r);
     RegisterAttentionKernels(r);
+    RegisterSequenceKernels(r);
     return r;
   }();
   return *registry;

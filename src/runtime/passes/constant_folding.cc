@@ -30,7 +30,8 @@ std::optional<std::vector<Tensor>> EvaluateConstantNode(const Graph& graph, cons
   std::vector<Tensor> outputs(node.outputs.size());
   if (!(*kernel)->Run(inputs, outputs).ok()) return std::nullopt;  // leave the error to run time
   for (const Tensor& t : outputs) {
-    if (t.byte_size > static_cast<size_t>(kMaxFoldedBytes)) return std::nullopt;
+    // Sequences are no initializers.
+    if (t.byte_size > static_cast<size_t>(kMaxFoldedBytes) || t.sequence != nullptr) return std::nullopt;
   }
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     if (node.outputs[o] != kNoValue) outputs[o].name = graph.value(node.outputs[o]).name;
