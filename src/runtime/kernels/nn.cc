@@ -274,7 +274,9 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
   return MakeKernel([=](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 1, "pooling"));
     const Tensor& x = *in[0];
-    RETURN_IF_ERROR(NeedFloat(x, "pooling"));
+    // MaxPool also takes 8-bit integers (it only compares); everything else is FP32.
+    const bool integer = x.dtype == DataType::kUint8 || x.dtype == DataType::kInt8;
+    if (!(is_max && integer)) RETURN_IF_ERROR(NeedFloat(x, "pooling"));
     if (x.shape.size() < 3) return Status::InvalidArgument("pooling needs N, C and spatial dims");
     Shape in_spatial(x.shape.begin() + 2, x.shape.end());
     WindowAttributes w = window;
@@ -283,7 +285,9 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
     const int64_t planes = x.shape[0] * x.shape[1];
     Shape shape{x.shape[0], x.shape[1]};
     shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
-    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
+    return DispatchNumeric(x.dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], x.dtype, shape));
     int64_t* indices = nullptr;
     if (is_max && out.size() > 1) {
       ASSIGN_OR_RETURN(indices, AllocateOutputAs<int64_t>(&out[1], DataType::kInt64, shape));
@@ -291,7 +295,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
     const auto table = TapTable(w, in_spatial, out_spatial);
     const std::vector<int64_t> in_strides = ContiguousStrides(in_spatial);
     const int64_t in_size = Product(in_spatial), out_size = Product(out_spatial);
-    const float* src = ValuesOf<float>(x);
+    const T* src = ValuesOf<T>(x);
     // Average pooling with count_include_pad counts taps inside input + explicit pads only.
     std::vector<int64_t> padded_extent(in_spatial.size());
     for (size_t d = 0; d < in_spatial.size(); ++d) padded_extent[d] = in_spatial[d] + w.pads[d] + w.pads[d + in_spatial.size()];
@@ -311,7 +315,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
         }
       }
       for (int64_t p = 0; p < planes; ++p) {
-        const float* plane = src + p * in_size;
+        const T* plane = src + p * in_size;
         double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
         int64_t count = 0, best = -1;
         for (int64_t offset : offsets) {
@@ -328,7 +332,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
           ++count;
         }
         if (!is_max) acc = acc / static_cast<double>(count_include_pad ? include_pad_count : std::max<int64_t>(count, 1));
-        dst[p * out_size + o] = static_cast<float>(acc);
+        dst[p * out_size + o] = static_cast<T>(acc);
         if (indices) {
           int64_t flat = best;
           if (storage_order == 1 && in_spatial.size() == 2) flat = (best % in_spatial[1]) * in_spatial[0] + best / in_spatial[1];
@@ -337,6 +341,7 @@ StatusOr<std::unique_ptr<Kernel>> MakePool(const Node& node, bool is_max) {
       }
     }
     return Status::Ok();
+    });
   });
 }
 
@@ -363,13 +368,16 @@ StatusOr<std::unique_ptr<Kernel>> MakeGlobalPool(bool is_max) {
 
 // ---- normalizations ----
 
+// y = scale * (x - mean) / sqrt(var + epsilon) + B per channel (dim 1). With training_mode (opset
+// 14) the mean and (population) variance are the batch's, and the outputs 1 and 2 are the running
+// statistics updated with `momentum`, as ONNX's reference computes them.
 StatusOr<std::unique_ptr<Kernel>> MakeBatchNorm(const Node& node, int) {
   ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(float momentum, node.Float("momentum", 0.9f));
   ASSIGN_OR_RETURN(int64_t training, node.Int("training_mode", 0));
-  if (training) return Status::Unimplemented(node.Describe() + ": training_mode is not supported");
   ASSIGN_OR_RETURN(int64_t spatial, node.Int("spatial", 1));  // opsets 6-8
   if (!spatial) return Status::Unimplemented(node.Describe() + ": spatial=0 is not supported");
-  return MakeKernel([epsilon](Inputs in, Outputs out) -> Status {
+  return MakeKernel([epsilon, momentum, training](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 5, "BatchNormalization"));
     const Tensor& x = *in[0];
     RETURN_IF_ERROR(NeedFloat(x, "BatchNormalization"));
@@ -377,9 +385,39 @@ StatusOr<std::unique_ptr<Kernel>> MakeBatchNorm(const Node& node, int) {
     ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
     const int64_t batch = x.shape[0], channels = x.shape[1];
     const int64_t size = ElementsOf(x) / std::max<int64_t>(batch * channels, 1);
+    for (size_t i = 1; i < 5; ++i) {
+      RETURN_IF_ERROR(NeedFloat(*in[i], "BatchNormalization"));
+      if (ElementsOf(*in[i]) != channels) return Status::InvalidArgument("BatchNormalization: parameters need one value per channel");
+    }
     const float *scale = ValuesOf<float>(*in[1]), *bias = ValuesOf<float>(*in[2]);
-    const float *mean = ValuesOf<float>(*in[3]), *var = ValuesOf<float>(*in[4]);
     const float* src = ValuesOf<float>(x);
+    std::vector<float> mean(ValuesOf<float>(*in[3]), ValuesOf<float>(*in[3]) + channels);
+    std::vector<float> var(ValuesOf<float>(*in[4]), ValuesOf<float>(*in[4]) + channels);
+    if (training != 0) {
+      const double count = static_cast<double>(batch * size);
+      for (int64_t c = 0; c < channels; ++c) {
+        double sum = 0, squares = 0;
+        for (int64_t n = 0; n < batch; ++n) {
+          const float* plane = src + (n * channels + c) * size;
+          for (int64_t i = 0; i < size; ++i) sum += plane[i];
+        }
+        const double batch_mean = sum / count;
+        for (int64_t n = 0; n < batch; ++n) {
+          const float* plane = src + (n * channels + c) * size;
+          for (int64_t i = 0; i < size; ++i) squares += (plane[i] - batch_mean) * (plane[i] - batch_mean);
+        }
+        mean[c] = static_cast<float>(batch_mean);
+        var[c] = static_cast<float>(squares / count);
+      }
+      const float* running_mean = ValuesOf<float>(*in[3]);
+      const float* running_var = ValuesOf<float>(*in[4]);
+      for (size_t o = 1; o < out.size() && o < 3; ++o) {
+        ASSIGN_OR_RETURN(float* stat, AllocateOutputAs<float>(&out[o], DataType::kFp32, in[o + 2]->shape));
+        const float* running = o == 1 ? running_mean : running_var;
+        const std::vector<float>& current = o == 1 ? mean : var;
+        for (int64_t c = 0; c < channels; ++c) stat[c] = running[c] * momentum + current[c] * (1 - momentum);
+      }
+    }
     for (int64_t n = 0; n < batch; ++n) {
       for (int64_t c = 0; c < channels; ++c) {
         const float a = scale[c] / std::sqrt(var[c] + epsilon), b = bias[c] - mean[c] * a;

@@ -166,6 +166,8 @@ void RegisterDnnlNormKernels(KernelRegistry* r) {
     r->Register("BatchNormalization", 6, [reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
       ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
       ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
+      ASSIGN_OR_RETURN(int64_t training, node.Int("training_mode", 0));
+      if (training != 0) return fallback;  // batch statistics and running-statistics outputs
       return std::unique_ptr<Kernel>(std::make_unique<DnnlBatchNorm>(epsilon, std::move(fallback)));
     });
   }
