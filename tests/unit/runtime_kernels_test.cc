@@ -380,6 +380,44 @@ TEST(AttentionTest, OperandsThatDoNotChainAreAnError) {
   EXPECT_TRUE((*session)->Run(good, &outputs).ok());
 }
 
+Tensor Floats(std::vector<float> values) {
+  Tensor t;
+  float* data = AllocateOutputAs<float>(&t, DataType::kFp32, {static_cast<int64_t>(values.size())}).value();
+  std::copy(values.begin(), values.end(), data);
+  return t;
+}
+
+TEST(ResizeTest, OneDnnResamplingWhereItMatchesOnnx) {
+  struct Case {
+    const char* name;
+    std::map<std::string, Attribute, std::less<>> attributes;
+    std::vector<float> scales;
+    bool onednn;
+  };
+  const std::vector<Case> cases = {
+      {"PyTorch nearest upsampling x2", {{"mode", String("nearest")}, {"coordinate_transformation_mode", String("asymmetric")},
+                                         {"nearest_mode", String("floor")}}, {1, 1, 2, 2}, true},
+      {"nearest half_pixel round_prefer_ceil x1.5", {{"mode", String("nearest")}, {"nearest_mode", String("round_prefer_ceil")}},
+       {1, 1, 1.5f, 1.5f}, true},
+      {"bilinear half_pixel x2", {{"mode", String("linear")}}, {1, 1, 2, 2}, true},
+      {"bilinear pytorch_half_pixel x0.5", {{"mode", String("linear")}, {"coordinate_transformation_mode", String("pytorch_half_pixel")}},
+       {1, 1, 0.5f, 0.5f}, true},
+      // Not oneDNN's definition: the reference kernel.
+      {"bilinear align_corners", {{"mode", String("linear")}, {"coordinate_transformation_mode", String("align_corners")}},
+       {1, 1, 2, 2}, false},
+      {"nearest asymmetric floor x0.5", {{"mode", String("nearest")}, {"coordinate_transformation_mode", String("asymmetric")},
+                                          {"nearest_mode", String("floor")}}, {1, 1, 0.5f, 0.5f}, false},
+      {"scales whose output rounds down", {{"mode", String("linear")}}, {1, 1, 1.7f, 1.7f}, false},
+  };
+  for (const Case& c : cases) {
+    Tensor empty_roi;
+    (void)AllocateOutputAs<float>(&empty_roi, DataType::kFp32, {0});
+    std::vector<Tensor> inputs{Random({2, 3, 6, 8}, 1), empty_roi, Floats(c.scales)};
+    Comparison result = ExpectSameAsReference(OneNode("Resize", 3, c.attributes), inputs);
+    EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.onednn) << c.name << ": " << result.implementation;
+  }
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

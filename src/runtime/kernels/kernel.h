@@ -71,6 +71,7 @@ void RegisterDnnlDataMovementKernels(KernelRegistry* registry);
 void RegisterDnnlNormKernels(KernelRegistry* registry);
 void RegisterDnnlReduceKernels(KernelRegistry* registry);
 void RegisterDnnlAttentionKernels(KernelRegistry* registry);
+void RegisterDnnlResizeKernels(KernelRegistry* registry);
 // inferd.Reorder, which only the layout pass creates (it has no reference kernel: plain is the
 // only layout without oneDNN).
 void RegisterDnnlLayoutKernels(KernelRegistry* registry);

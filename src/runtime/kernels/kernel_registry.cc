@@ -62,6 +62,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterDnnlNormKernels(r);
     RegisterDnnlReduceKernels(r);
     RegisterDnnlAttentionKernels(r);
+    RegisterDnnlResizeKernels(r);
     RegisterDnnlLayoutKernels(r);
     return r;
   }();

@@ -7,6 +7,8 @@
 // a short weighted sum.
 #include <cmath>
 
+#include "runtime/kernels/resize.h"
+
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/tensor_util.h"
 
@@ -16,16 +18,7 @@ namespace {
 using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
-enum class Mode { kNearest, kLinear, kCubic };
-
-struct ResizeAttributes {
-  Mode mode = Mode::kNearest;
-  std::string coordinates = "half_pixel";
-  std::string nearest_mode = "round_prefer_floor";
-  float cubic_a = -0.75f;
-  bool exclude_outside = false;
-  float extrapolation_value = 0;
-};
+using Mode = ResizeMode;
 
 // One output index along one dim: the input indices it reads and their weights.
 struct Taps {
@@ -155,36 +148,19 @@ StatusOr<std::vector<float>> ReadFloats(const Tensor& t, const char* what) {
   return std::vector<float>(v, v + ElementsOf(t));
 }
 
-// Runs one resize of `x` given per-dim scales (or output sizes, which then set the scales).
-Status RunResize(const ResizeAttributes& a, const Tensor& x, std::vector<float> scales, std::vector<int64_t> sizes,
-                 std::vector<float> roi, Tensor* out) {
+// Runs one resize of `x`.
+Status RunResize(const ResizeAttributes& a, const Tensor& x, const ResizeRequest& request, Tensor* out) {
+  ASSIGN_OR_RETURN(ResizeGeometry geometry, ResolveResize(x.shape, request));
   const size_t rank = x.shape.size();
-  Shape out_shape(rank);
-  std::vector<double> scale(rank);
-  if (!sizes.empty()) {
-    if (sizes.size() != rank) return Status::InvalidArgument("Resize: sizes must have one entry per dim");
-    for (size_t d = 0; d < rank; ++d) {
-      if (sizes[d] < 0 || x.shape[d] == 0) return Status::InvalidArgument("Resize: bad sizes");
-      out_shape[d] = sizes[d];
-      scale[d] = static_cast<double>(sizes[d]) / static_cast<double>(x.shape[d]);
-    }
-  } else {
-    if (scales.size() != rank) return Status::InvalidArgument("Resize: scales must have one entry per dim");
-    for (size_t d = 0; d < rank; ++d) {
-      if (!(scales[d] > 0)) return Status::InvalidArgument("Resize: scales must be positive");
-      scale[d] = scales[d];
-      out_shape[d] = static_cast<int64_t>(static_cast<double>(x.shape[d]) * scales[d]);
-    }
-  }
-  ASSIGN_OR_RETURN(int64_t elements, ElementCount(out_shape, kMaxKernelElements));
-  (void)elements;
+  const Shape& out_shape = geometry.out_shape;
+  const std::vector<float>& roi = request.roi;
   if (a.coordinates == "tf_crop_and_resize" && roi.size() != 2 * rank) {
     return Status::InvalidArgument("Resize: tf_crop_and_resize needs roi with 2 * rank entries");
   }
   std::vector<std::vector<Taps>> taps(rank);
   for (size_t d = 0; d < rank; ++d) {
     const double start = roi.size() == 2 * rank ? roi[d] : 0, end = roi.size() == 2 * rank ? roi[d + rank] : 1;
-    for (int64_t o = 0; o < out_shape[d]; ++o) taps[d].push_back(TapsFor(a, o, x.shape[d], scale[d], start, end));
+    for (int64_t o = 0; o < out_shape[d]; ++o) taps[d].push_back(TapsFor(a, o, x.shape[d], geometry.scale[d], start, end));
   }
   return DispatchNumeric(x.dtype, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -192,6 +168,55 @@ Status RunResize(const ResizeAttributes& a, const Tensor& x, std::vector<float> 
     if (ElementsOf(*out) > 0) Interpolate<T>(x, taps, out_shape, a.extrapolation_value, dst);
     return Status::Ok();
   });
+}
+
+}  // namespace
+
+StatusOr<ResizeGeometry> ResolveResize(const Shape& x_shape, const ResizeRequest& request) {
+  const size_t rank = x_shape.size();
+  ResizeGeometry g;
+  g.out_shape.resize(rank);
+  g.scale.resize(rank);
+  if (!request.sizes.empty()) {
+    if (request.sizes.size() != rank) return Status::InvalidArgument("Resize: sizes must have one entry per dim");
+    for (size_t d = 0; d < rank; ++d) {
+      if (request.sizes[d] < 0 || x_shape[d] == 0) return Status::InvalidArgument("Resize: bad sizes");
+      g.out_shape[d] = request.sizes[d];
+      g.scale[d] = static_cast<double>(request.sizes[d]) / static_cast<double>(x_shape[d]);
+    }
+  } else {
+    if (request.scales.size() != rank) return Status::InvalidArgument("Resize: scales must have one entry per dim");
+    for (size_t d = 0; d < rank; ++d) {
+      if (!(request.scales[d] > 0)) return Status::InvalidArgument("Resize: scales must be positive");
+      g.scale[d] = request.scales[d];
+      g.out_shape[d] = static_cast<int64_t>(static_cast<double>(x_shape[d]) * request.scales[d]);
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t elements, ElementCount(g.out_shape, kMaxKernelElements));
+  (void)elements;
+  return g;
+}
+
+StatusOr<ResizeRequest> ReadResizeInputs(Inputs in, int opset) {
+  RETURN_IF_ERROR(RequireInputs(in, 1, "Resize"));
+  ResizeRequest r;
+  if (opset < 11) {
+    RETURN_IF_ERROR(RequireInputs(in, 2, "Resize"));
+    ASSIGN_OR_RETURN(r.scales, ReadFloats(*in[1], "scales"));
+    return r;
+  }
+  // X, roi, scales, sizes: scales or sizes (an empty scales tensor means sizes).
+  if (const Tensor* t = InputAt(in, 1); t != nullptr && ElementsOf(*t) > 0) {
+    ASSIGN_OR_RETURN(r.roi, ReadFloats(*t, "roi"));
+  }
+  if (const Tensor* t = InputAt(in, 2); t != nullptr && ElementsOf(*t) > 0) {
+    ASSIGN_OR_RETURN(r.scales, ReadFloats(*t, "scales"));
+  }
+  if (const Tensor* t = InputAt(in, 3); t != nullptr && ElementsOf(*t) > 0) {
+    ASSIGN_OR_RETURN(r.sizes, ReadInts(*t, "Resize sizes"));
+  }
+  if (r.scales.empty() == r.sizes.empty()) return Status::InvalidArgument("Resize: give exactly one of scales and sizes");
+  return r;
 }
 
 StatusOr<ResizeAttributes> ReadResizeAttributes(const Node& node, int opset, bool upsample) {
@@ -231,29 +256,13 @@ StatusOr<ResizeAttributes> ReadResizeAttributes(const Node& node, int opset, boo
   return a;
 }
 
+namespace {
+
 StatusOr<std::unique_ptr<Kernel>> MakeResize(const Node& node, int opset) {
   ASSIGN_OR_RETURN(ResizeAttributes a, ReadResizeAttributes(node, opset, false));
   return MakeKernel([a, opset](Inputs in, Outputs out) -> Status {
-    RETURN_IF_ERROR(RequireInputs(in, 1, "Resize"));
-    std::vector<float> scales, roi;
-    std::vector<int64_t> sizes;
-    if (opset < 11) {
-      RETURN_IF_ERROR(RequireInputs(in, 2, "Resize"));
-      ASSIGN_OR_RETURN(scales, ReadFloats(*in[1], "scales"));
-    } else {
-      // X, roi, scales, sizes: scales or sizes (an empty scales tensor means sizes).
-      if (const Tensor* r = InputAt(in, 1); r != nullptr && ElementsOf(*r) > 0) {
-        ASSIGN_OR_RETURN(roi, ReadFloats(*r, "roi"));
-      }
-      if (const Tensor* s = InputAt(in, 2); s != nullptr && ElementsOf(*s) > 0) {
-        ASSIGN_OR_RETURN(scales, ReadFloats(*s, "scales"));
-      }
-      if (const Tensor* s = InputAt(in, 3); s != nullptr && ElementsOf(*s) > 0) {
-        ASSIGN_OR_RETURN(sizes, ReadInts(*s, "Resize sizes"));
-      }
-      if (scales.empty() == sizes.empty()) return Status::InvalidArgument("Resize: give exactly one of scales and sizes");
-    }
-    return RunResize(a, *in[0], std::move(scales), std::move(sizes), std::move(roi), &out[0]);
+    ASSIGN_OR_RETURN(ResizeRequest request, ReadResizeInputs(in, opset));
+    return RunResize(a, *in[0], request, &out[0]);
   });
 }
 
@@ -262,12 +271,12 @@ StatusOr<std::unique_ptr<Kernel>> MakeUpsample(const Node& node, int opset) {
   ASSIGN_OR_RETURN(std::vector<float> scale_attribute, node.Floats("scales"));
   return MakeKernel([a, opset, scale_attribute](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 1, "Upsample"));
-    std::vector<float> scales = scale_attribute;
+    ResizeRequest request{.scales = scale_attribute};
     if (opset >= 9) {
       RETURN_IF_ERROR(RequireInputs(in, 2, "Upsample"));
-      ASSIGN_OR_RETURN(scales, ReadFloats(*in[1], "scales"));
+      ASSIGN_OR_RETURN(request.scales, ReadFloats(*in[1], "scales"));
     }
-    return RunResize(a, *in[0], std::move(scales), {}, {}, &out[0]);
+    return RunResize(a, *in[0], request, &out[0]);
   });
 }
 
