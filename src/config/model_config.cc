@@ -158,6 +158,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
     return Status::InvalidArgument(Field(file, "backend") + ": neither backend nor platform is set");
   }
   bool batching = config.max_batch_size() > 0;
+  if (auto labels = VersionLabels(config); !labels.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[version_labels]") + ": " + labels.status().message());
+  }
   RETURN_IF_ERROR(ValidateTensors(config.input(), file, "input", batching));
   RETURN_IF_ERROR(ValidateTensors(config.output(), file, "output", batching));
   if (config.has_dynamic_batching()) RETURN_IF_ERROR(ValidateDynamicBatching(config, file));
@@ -263,6 +266,28 @@ std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
   size_t keep = policy.has_latest() ? policy.latest().num_versions() : 1;
   if (available.size() > keep) available.erase(available.begin(), available.end() - keep);
   return available;
+}
+
+StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelConfig& config) {
+  std::map<std::string, int64_t, std::less<>> labels;
+  const std::optional<std::string> text = ConfigParameter(config, "version_labels");
+  if (!text) return labels;
+  std::istringstream entries(*text);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    const size_t colon = entry.find(':');
+    int64_t version = 0;
+    size_t used = 0;
+    try {
+      if (colon != std::string::npos) version = std::stoll(entry.substr(colon + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (colon == std::string::npos || colon == 0 || version <= 0 || used != entry.size() - colon - 1) {
+      return Status::InvalidArgument("entry '" + entry + "' is not label:version (e.g. stable:1,canary:2)");
+    }
+    labels[entry.substr(0, colon)] = version;
+  }
+  return labels;
 }
 
 std::optional<std::string> ConfigParameter(const ModelConfig& config, const std::string& key) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
 
 // The string value of parameters[key], if present.
 std::optional<std::string> ConfigParameter(const ModelConfig& config, const std::string& key);
+
+// parameters { key: "version_labels" value: { string_value: "stable:1,canary:2" } }: label ->
+// version, for TF Serving's /labels/L paths. Empty without the parameter; an error when malformed
+// (checked at load by ValidateModelConfig).
+StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelConfig& config);
 
 // Effective config as JSON with Triton's field names, for GET /v2/models/M/config.
 std::string ModelConfigToJson(const ModelConfig& config);

@@ -10,6 +10,7 @@
 #include "core/inference_server.h"
 #include "frontends/http/http_server.h"
 #include "frontends/http/kserve_routes.h"
+#include "frontends/http/tfserving_routes.h"
 
 namespace inferd {
 
@@ -104,7 +105,7 @@ int RunServe(const ServeFlags& flags) {
                    .port = flags.http_port,
                    .io_threads = flags.http_threads > 0 ? flags.http_threads : DefaultHttpThreads(),
                    .max_body_bytes = flags.http_max_body_bytes},
-                  MakeKServeHandler(&server));
+                  RouteByApi(MakeKServeHandler(&server), MakeTfServingHandler(&server)));
   HttpServer metrics({.address = flags.http_address, .port = flags.metrics_port, .io_threads = 1},
                      MakeMetricsHandler(&server));
   for (auto* listener : {&http, &metrics}) {

@@ -41,6 +41,7 @@ MODELS = {
         output [ { name: "OUTPUT0", data_type: TYPE_INT32, dims: [ 4 ] },
                  { name: "OUTPUT1", data_type: TYPE_INT32, dims: [ 4 ] } ]
         dynamic_batching { }
+        parameters { key: "version_labels" value: { string_value: "stable:1,canary:2" } }
         """, [1, 2]),
     "batched_slow": ("""
         backend: "add_sub"

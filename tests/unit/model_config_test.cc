@@ -73,6 +73,22 @@ TEST(ModelConfigTest, RejectsDuplicateNamesAndNegativeBatch) {
   EXPECT_NE(negative.status().message().find("max_batch_size"), std::string::npos);
 }
 
+TEST(ModelConfigTest, VersionLabelsParseAndMalformedOnesFailTheLoad) {
+  auto config = ParseAndValidate(
+      "backend: \"identity\" parameters { key: \"version_labels\" value: { string_value: \"stable:1,canary:2\" } }");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto labels = VersionLabels(*config);
+  ASSERT_TRUE(labels.ok());
+  EXPECT_EQ(labels->at("stable"), 1);
+  EXPECT_EQ(labels->at("canary"), 2);
+  for (const char* bad : {"stable", "stable:x", ":1", "stable:0", "stable:1x"}) {
+    auto broken = ParseAndValidate(std::string("backend: \"identity\" parameters { key: \"version_labels\" value: { string_value: \"") +
+                                   bad + "\" } }");
+    ASSERT_FALSE(broken.ok()) << bad;
+    EXPECT_NE(broken.status().message().find("version_labels"), std::string::npos) << broken.status().message();
+  }
+}
+
 TEST(ModelConfigTest, RejectsPreferredSizeAboveMax) {
   EXPECT_FALSE(
       ParseAndValidate("backend: \"identity\" max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }")

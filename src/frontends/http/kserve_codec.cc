@@ -1,5 +1,7 @@
 #include "frontends/http/kserve_codec.h"
 
+#include "frontends/http/json_values.h"
+
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
@@ -19,80 +21,6 @@ using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
 
 // ---- JSON data -> typed buffer ----------------------------------------------------------------
-
-template <typename T>
-bool StoreInteger(const Value& value, uint8_t* out) {
-  T result;
-  if (value.IsInt64()) {
-    int64_t v = value.GetInt64();
-    if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
-        (v > 0 && static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))) {
-      return false;
-    }
-    result = static_cast<T>(v);
-  } else if (value.IsUint64()) {
-    uint64_t v = value.GetUint64();
-    if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
-    result = static_cast<T>(v);
-  } else {
-    return false;
-  }
-  std::memcpy(out, &result, sizeof(T));
-  return true;
-}
-
-// Writes one JSON scalar as `dtype` at `out`; false if it is not a valid value of that type.
-bool StoreScalar(const Value& value, DataType dtype, uint8_t* out) {
-  switch (dtype) {
-    case DataType::kBool:
-      if (!value.IsBool()) return false;
-      *out = value.GetBool() ? 1 : 0;
-      return true;
-    case DataType::kUint8:
-      return StoreInteger<uint8_t>(value, out);
-    case DataType::kUint16:
-      return StoreInteger<uint16_t>(value, out);
-    case DataType::kUint32:
-      return StoreInteger<uint32_t>(value, out);
-    case DataType::kUint64:
-      return StoreInteger<uint64_t>(value, out);
-    case DataType::kInt8:
-      return StoreInteger<int8_t>(value, out);
-    case DataType::kInt16:
-      return StoreInteger<int16_t>(value, out);
-    case DataType::kInt32:
-      return StoreInteger<int32_t>(value, out);
-    case DataType::kInt64:
-      return StoreInteger<int64_t>(value, out);
-    case DataType::kFp16: {
-      if (!value.IsNumber()) return false;
-      uint16_t half = FloatToHalf(static_cast<float>(value.GetDouble()));
-      std::memcpy(out, &half, 2);
-      return true;
-    }
-    case DataType::kBf16: {
-      if (!value.IsNumber()) return false;
-      uint16_t bf16 =
-          static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(value.GetDouble())) >> 16);
-      std::memcpy(out, &bf16, 2);
-      return true;
-    }
-    case DataType::kFp32: {
-      if (!value.IsNumber()) return false;
-      float f = static_cast<float>(value.GetDouble());
-      std::memcpy(out, &f, 4);
-      return true;
-    }
-    case DataType::kFp64: {
-      if (!value.IsNumber()) return false;
-      double d = value.GetDouble();
-      std::memcpy(out, &d, 8);
-      return true;
-    }
-    default:
-      return false;
-  }
-}
 
 struct FlattenState {
   DataType dtype;
@@ -120,7 +48,7 @@ Status Flatten(const Value& value, FlattenState& state, const std::string& input
     state.bytes->append(value.GetString(), length);
   } else {
     const size_t size = DataTypeSize(state.dtype);
-    if (!StoreScalar(value, state.dtype, state.out + static_cast<size_t>(state.written) * size)) {
+    if (!StoreJsonScalar(value, state.dtype, state.out + static_cast<size_t>(state.written) * size)) {
       return Invalid("input '" + input + "': element " + std::to_string(state.written) + " is not a valid " +
                      std::string(DataTypeName(state.dtype)));
     }
@@ -274,72 +202,14 @@ Status ParseRequestedOutputs(const Value& root, InferRequest* request, OutputEnc
 
 // ---- typed buffer -> JSON data --------------------------------------------------------------
 
-template <typename T, typename Emit>
-void WriteValues(const Tensor& tensor, Emit emit) {
-  const size_t count = tensor.byte_size / sizeof(T);
-  for (size_t i = 0; i < count; ++i) {
-    T value;
-    std::memcpy(&value, tensor.data.get() + i * sizeof(T), sizeof(T));
-    emit(value);
-  }
-}
-
 void WriteJsonData(const Tensor& tensor, JsonWriter& w) {
   w.StartArray();
-  switch (tensor.dtype) {
-    case DataType::kBool:
-      WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); });
-      break;
-    case DataType::kUint8:
-      WriteValues<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); });
-      break;
-    case DataType::kUint16:
-      WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); });
-      break;
-    case DataType::kUint32:
-      WriteValues<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); });
-      break;
-    case DataType::kUint64:
-      WriteValues<uint64_t>(tensor, [&](uint64_t v) { w.Uint64(v); });
-      break;
-    case DataType::kInt8:
-      WriteValues<int8_t>(tensor, [&](int8_t v) { w.Int(v); });
-      break;
-    case DataType::kInt16:
-      WriteValues<int16_t>(tensor, [&](int16_t v) { w.Int(v); });
-      break;
-    case DataType::kInt32:
-      WriteValues<int32_t>(tensor, [&](int32_t v) { w.Int(v); });
-      break;
-    case DataType::kInt64:
-      WriteValues<int64_t>(tensor, [&](int64_t v) { w.Int64(v); });
-      break;
-    case DataType::kFp16:
-      WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(HalfToFloat(v)); });
-      break;
-    case DataType::kBf16:
-      WriteValues<uint16_t>(tensor, [&](uint16_t v) { w.Double(std::bit_cast<float>(uint32_t{v} << 16)); });
-      break;
-    case DataType::kFp32:
-      WriteValues<float>(tensor, [&](float v) { w.Double(v); });
-      break;
-    case DataType::kFp64:
-      WriteValues<double>(tensor, [&](double v) { w.Double(v); });
-      break;
-    case DataType::kBytes: {
-      size_t offset = 0;
-      while (offset + 4 <= tensor.byte_size) {
-        uint32_t length;
-        std::memcpy(&length, tensor.data.get() + offset, 4);
-        offset += 4;
-        length = static_cast<uint32_t>(std::min<size_t>(length, tensor.byte_size - offset));
-        w.String(reinterpret_cast<const char*>(tensor.data.get() + offset), length);
-        offset += length;
-      }
-      break;
-    }
-    case DataType::kInvalid:
-      break;
+  if (tensor.dtype == DataType::kBytes) {
+    ForEachBytesElement(tensor, [&](std::string_view element) {
+      w.String(element.data(), static_cast<rapidjson::SizeType>(element.size()));
+    });
+  } else if (const size_t size = DataTypeSize(tensor.dtype); size > 0) {
+    WriteJsonElements(tensor, 0, tensor.byte_size / size, w);
   }
   w.EndArray();
 }

@@ -5,36 +5,12 @@
 #include <charconv>
 #include <string_view>
 
+#include "frontends/http/http_responses.h"
 #include "frontends/http/kserve_codec.h"
 #include "frontends/http/kserve_json.h"
-#include "frontends/http/status_mapping.h"
 
 namespace inferd {
 namespace {
-
-std::vector<std::string_view> SplitPath(std::string_view path) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (start < path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string_view::npos) slash = path.size();
-    if (slash > start) parts.push_back(path.substr(start, slash - start));
-    start = slash + 1;
-  }
-  return parts;
-}
-
-HttpResponse Json(unsigned status, std::string body) {
-  return {status, "application/json", std::move(body), {}};
-}
-HttpResponse Error(unsigned status, std::string_view message) { return Json(status, ErrorJson(message)); }
-HttpResponse Error(const Status& status) { return Error(HttpStatusFor(status.code()), status.message()); }
-
-HttpResponse MethodNotAllowed(const char* allowed) {
-  HttpResponse response = Error(405, std::string("method not allowed; use ") + allowed);
-  response.headers.emplace_back("Allow", allowed);
-  return response;
-}
 
 // "/v2/models/M[/versions/V][/ACTION]" parsed.
 struct ModelTarget {
