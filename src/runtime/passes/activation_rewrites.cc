@@ -89,30 +89,20 @@ class GeluMatcher {
 
 int RewriteGelu(Graph* graph) {
   const GeluMatcher matcher(*graph);
-  std::vector<bool> removed(graph->nodes.size(), false);
-  std::vector<std::pair<size_t, Node>> replacements;  // at the position of the last node
+  Fusions fusions(*graph);
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     std::vector<size_t> nodes;
     ValueId x = kNoValue, output = kNoValue;
     if (!matcher.Match(n, &nodes, &x, &output)) continue;
-    if (std::any_of(nodes.begin(), nodes.end(), [&](size_t i) { return removed[i]; })) continue;
-    for (size_t i : nodes) removed[i] = true;
     Node gelu;
     gelu.name = graph->nodes[n].name + "/gelu";
     gelu.op_type = "Gelu";
     gelu.domain = std::string(kInferdDomain);
     gelu.inputs = {x};
     gelu.outputs = {output};
-    replacements.emplace_back(*std::max_element(nodes.begin(), nodes.end()), std::move(gelu));
+    fusions.Add(nodes, std::move(gelu));
   }
-  // The Gelu takes the place of its last node: x exists by then, and every reader of the output
-  // comes after it.
-  for (auto& [position, node] : replacements) {
-    graph->nodes[position] = std::move(node);
-    removed[position] = false;
-  }
-  EraseNodes(graph, removed);
-  return static_cast<int>(replacements.size());
+  return fusions.Apply(graph);
 }
 
 }  // namespace

@@ -148,12 +148,10 @@ Attribute IntsAttribute(std::vector<int64_t> values) {
 StatusOr<int> FuseAttention(Graph* graph) {
   if (graph->opset < 7) return 0;  // Add/Mul's legacy broadcast attributes
   const AttentionMatcher matcher(*graph);
-  std::vector<bool> removed(graph->nodes.size(), false);
-  std::vector<std::pair<size_t, Node>> fused;
+  Fusions fusions(*graph);
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     auto match = matcher.From(n);
-    if (!match || std::any_of(match->nodes.begin(), match->nodes.end(), [&](size_t i) { return removed[i]; })) continue;
-    for (size_t i : match->nodes) removed[i] = true;
+    if (!match) continue;
     Node attention;
     attention.name = graph->nodes[n].name + "/attention";
     attention.op_type = "Attention";
@@ -170,16 +168,9 @@ StatusOr<int> FuseAttention(Graph* graph) {
     for (const auto& [name, perm] : perms) {
       if (!perm->empty()) attention.attributes[name] = IntsAttribute(*perm);
     }
-    // In the place of the last node it replaces: every input exists by then (the replaced nodes
-    // read them), and every reader of the output comes after it.
-    fused.emplace_back(*std::max_element(match->nodes.begin(), match->nodes.end()), std::move(attention));
+    fusions.Add(match->nodes, std::move(attention));
   }
-  for (auto& [position, node] : fused) {
-    graph->nodes[position] = std::move(node);
-    removed[position] = false;
-  }
-  EraseNodes(graph, removed);
-  return static_cast<int>(fused.size());
+  return fusions.Apply(graph);
 }
 
 }  // namespace inferd::runtime

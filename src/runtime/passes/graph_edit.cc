@@ -54,6 +54,23 @@ void EraseNodes(Graph* graph, const std::vector<bool>& removed) {
   }
 }
 
+bool Fusions::Add(const std::vector<size_t>& nodes, Node fused) {
+  if (nodes.empty() || std::any_of(nodes.begin(), nodes.end(), [&](size_t i) { return claimed_[i]; })) return false;
+  for (size_t i : nodes) claimed_[i] = true;
+  fused_.emplace_back(*std::max_element(nodes.begin(), nodes.end()), std::move(fused));
+  return true;
+}
+
+int Fusions::Apply(Graph* graph) {
+  std::vector<bool> removed = claimed_;
+  for (auto& [position, node] : fused_) {
+    graph->nodes[position] = std::move(node);
+    removed[position] = false;
+  }
+  EraseNodes(graph, removed);
+  return static_cast<int>(fused_.size());
+}
+
 int EraseDeadNodes(Graph* graph) {
   std::vector<bool> read(graph->values.size(), false);
   for (ValueId id : graph->outputs) read[static_cast<size_t>(id)] = true;

@@ -22,6 +22,22 @@ void ReplaceUses(Graph* graph, ValueId from, ValueId to);
 // Drops nodes marked in `removed` (keeps the order of the rest) and initializers nothing reads.
 void EraseNodes(Graph* graph, const std::vector<bool>& removed);
 
+// Collects fusions (a set of nodes replaced by one new node) and applies them together. The new
+// node takes the place of the last node it replaces: every value it reads exists by then (the
+// replaced nodes read them), and every reader of its output comes after it.
+class Fusions {
+ public:
+  explicit Fusions(const Graph& graph) : claimed_(graph.nodes.size(), false) {}
+  // False, and nothing recorded, when an earlier fusion already took one of `nodes`.
+  bool Add(const std::vector<size_t>& nodes, Node fused);
+  // Rewrites the graph; returns how many fusions there were.
+  int Apply(Graph* graph);
+
+ private:
+  std::vector<bool> claimed_;
+  std::vector<std::pair<size_t, Node>> fused_;
+};
+
 // Drops nodes whose outputs nothing reads (ONNX's inference ops have no side effects); returns how
 // many.
 int EraseDeadNodes(Graph* graph);

@@ -108,13 +108,10 @@ class LayerNormMatcher {
 
 StatusOr<int> FuseLayerNorm(Graph* graph) {
   const LayerNormMatcher matcher(*graph);
-  std::vector<bool> removed(graph->nodes.size(), false);
-  std::vector<std::pair<size_t, Node>> fused;
+  Fusions fusions(*graph);
   for (size_t n = 0; n < graph->nodes.size(); ++n) {
     auto match = matcher.From(n);
-    if (!match || std::any_of(match->nodes.begin(), match->nodes.end(), [&](size_t i) { return removed[i]; })) continue;
-    if (ConstantOf(*graph, match->gamma)->shape != ConstantOf(*graph, match->beta)->shape) continue;
-    for (size_t i : match->nodes) removed[i] = true;
+    if (!match || ConstantOf(*graph, match->gamma)->shape != ConstantOf(*graph, match->beta)->shape) continue;
     Node norm;
     norm.name = graph->nodes[n].name + "/layernorm";
     norm.op_type = "LayerNormalization";
@@ -130,15 +127,9 @@ StatusOr<int> FuseLayerNorm(Graph* graph) {
     epsilon.kind = Attribute::Kind::kFloat;
     epsilon.f = match->epsilon;
     norm.attributes["epsilon"] = epsilon;
-    fused.emplace_back(*std::max_element(match->nodes.begin(), match->nodes.end()), std::move(norm));
+    fusions.Add(match->nodes, std::move(norm));
   }
-  // The fused node takes the place of the last node it replaces: its readers all come after it.
-  for (auto& [position, node] : fused) {
-    graph->nodes[position] = std::move(node);
-    removed[position] = false;
-  }
-  EraseNodes(graph, removed);
-  return static_cast<int>(fused.size());
+  return fusions.Apply(graph);
 }
 
 }  // namespace inferd::runtime
