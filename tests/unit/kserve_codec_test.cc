@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 namespace inferd {
@@ -165,6 +166,12 @@ TEST(KServeCodecTest, EncodesJsonAndBinaryOutputs) {
   float tail[2];
   std::memcpy(tail, binary.body.data() + *binary.json_length, 8);
   EXPECT_EQ(tail[1], -2.0f);
+}
+
+TEST(KServeCodecTest, NanAndInfinityOutputsStayValidJson) {
+  auto storage = std::make_shared<std::vector<float>>(std::vector<float>{std::nanf(""), 1.0f / 0.0f});
+  InferResponse response{"m", 1, "", {{"y", DataType::kFp32, {2}, AliasData(storage, storage->data()), 8}}};
+  EXPECT_NE(EncodeInferResponse(response, {}).body.find("\"data\":[NaN,Infinity]"), std::string::npos);
 }
 
 TEST(KServeCodecTest, ErrorJsonEscapes) { EXPECT_EQ(ErrorJson("a \"b\""), R"({"error":"a \"b\""})"); }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "frontends/http/json_values.h"
@@ -119,6 +120,12 @@ TEST(TfServingCodecTest, ResponsesInBothFormats) {
   auto mismatch = EncodeTfPredictResponse(one, TfFormat::kRow, 3);
   ASSERT_FALSE(mismatch.ok());
   EXPECT_NE(mismatch.status().message().find("columnar"), std::string::npos);
+}
+
+TEST(TfServingCodecTest, NanAndInfinityStayValidJson) {
+  InferResponse response;
+  response.outputs.push_back(FloatTensor("y", {3}, {std::nanf(""), 1.0f / 0.0f, -1.0f / 0.0f}));
+  EXPECT_EQ(*EncodeTfPredictResponse(response, TfFormat::kColumnar, 0), R"({"outputs":[NaN,Infinity,-Infinity]})");
 }
 
 TEST(TfServingCodecTest, Base64RoundTrips) {

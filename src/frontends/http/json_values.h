@@ -17,7 +17,10 @@
 
 namespace inferd {
 
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+// NaN and infinities are written as NaN / Infinity / -Infinity (what Triton writes, and what
+// Python's json reads); RapidJSON's default writer drops them and leaves a broken document.
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                                     rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
 
 // Writes one JSON scalar as an element of `dtype` at `out`; false if it is not a valid value of
 // that type (a float for an integer type, an integer out of range, a non-bool for BOOL...).

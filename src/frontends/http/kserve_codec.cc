@@ -16,7 +16,6 @@ namespace inferd {
 namespace {
 
 using rapidjson::Value;
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
 Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
 
