@@ -1,5 +1,6 @@
 #include "frontends/http/tfserving_codec.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
 #include <algorithm>
