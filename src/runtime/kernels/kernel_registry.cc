@@ -45,6 +45,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterResizeKernels(r);
     RegisterAttentionKernels(r);
     RegisterSequenceKernels(r);
+    RegisterIndexKernels(r);
     return r;
   }();
   return *registry;

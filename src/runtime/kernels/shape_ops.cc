@@ -16,18 +16,6 @@ using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 
 
-// Element moves only care about the element size.
-template <typename Fn>
-Status DispatchBySize(DataType dtype, Fn&& fn) {
-  switch (DataTypeSize(dtype)) {
-    case 1: return fn(TypeTag<uint8_t>{});
-    case 2: return fn(TypeTag<uint16_t>{});
-    case 4: return fn(TypeTag<uint32_t>{});
-    case 8: return fn(TypeTag<uint64_t>{});
-    default: return Status::Unimplemented("element type " + std::string(DataTypeName(dtype)) + " cannot be moved here");
-  }
-}
-
 // out[i...] = in[offset + sum(i_k * strides_k)] for every index of out_shape.
 Status GatherStrided(const Tensor& in, int64_t offset, const std::vector<int64_t>& strides, const Shape& out_shape,
                      Tensor* out) {

@@ -100,6 +100,18 @@ Status DispatchFloat(DataType dtype, Fn&& fn) {
   }
 }
 
+// By element size only (uint8_t..uint64_t): for ops that copy elements without reading them.
+template <typename Fn>
+Status DispatchBySize(DataType dtype, Fn&& fn) {
+  switch (DataTypeSize(dtype)) {
+    case 1: return fn(TypeTag<uint8_t>{});
+    case 2: return fn(TypeTag<uint16_t>{});
+    case 4: return fn(TypeTag<uint32_t>{});
+    case 8: return fn(TypeTag<uint64_t>{});
+    default: return Status::Unimplemented("element type " + std::string(DataTypeName(dtype)) + " cannot be moved here");
+  }
+}
+
 // Numeric plus bool: for ops that only move elements around.
 template <typename Fn>
 Status DispatchAny(DataType dtype, Fn&& fn) {
