@@ -559,6 +559,34 @@ Status CastTo(const Tensor& in, Dst* dst) {
   });
 }
 
+Status CastTensor(const Tensor& in, DataType to, Tensor* out) {
+  if (in.dtype == DataType::kBytes) return Status::Unimplemented("Cast from strings is not supported");
+  if (to == DataType::kInvalid || to == DataType::kBytes) {
+    return Status::Unimplemented("Cast to " + std::string(DataTypeName(to)) + " is not supported");
+  }
+  if (to == DataType::kFp16 || to == DataType::kBf16) {
+    Tensor as_float;
+    ASSIGN_OR_RETURN(float* values, AllocateOutputAs<float>(&as_float, DataType::kFp32, in.shape));
+    RETURN_IF_ERROR(CastTo(in, values));
+    ASSIGN_OR_RETURN(uint16_t * dst, AllocateOutputAs<uint16_t>(out, to, in.shape));
+    for (int64_t i = 0; i < ElementsOf(as_float); ++i) {
+      dst[i] = to == DataType::kFp16 ? FloatToHalf(values[i])
+                                     : static_cast<uint16_t>((std::bit_cast<uint32_t>(values[i]) + 0x7FFF +
+                                                              ((std::bit_cast<uint32_t>(values[i]) >> 16) & 1)) >> 16);
+    }
+    return Status::Ok();
+  }
+  if (to == DataType::kBool) {
+    ASSIGN_OR_RETURN(bool* dst, AllocateOutputAs<bool>(out, to, in.shape));
+    return CastTo(in, dst);
+  }
+  ASSIGN_OR_RETURN(uint8_t * raw, AllocateOutput(out, to, in.shape));
+  return DispatchNumeric(to, [&](auto tag) {
+    using D = typename decltype(tag)::type;
+    return CastTo(in, reinterpret_cast<D*>(raw));
+  });
+}
+
 StatusOr<std::unique_ptr<Kernel>> MakeCast(const Node& node, int) {
   ASSIGN_OR_RETURN(int64_t to_onnx, node.Int("to", 0));
   DataType to = DataTypeFromOnnx(static_cast<int32_t>(to_onnx));
@@ -568,28 +596,15 @@ StatusOr<std::unique_ptr<Kernel>> MakeCast(const Node& node, int) {
   }
   return MakeKernel([to](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(NeedInputs(in, 1, "Cast"));
-    if (in[0]->dtype == DataType::kBytes) return Status::Unimplemented("Cast from strings is not supported");
-    if (to == DataType::kFp16 || to == DataType::kBf16) {
-      Tensor as_float;
-      ASSIGN_OR_RETURN(float* values, AllocateOutputAs<float>(&as_float, DataType::kFp32, in[0]->shape));
-      RETURN_IF_ERROR(CastTo(*in[0], values));
-      ASSIGN_OR_RETURN(uint16_t * dst, AllocateOutputAs<uint16_t>(&out[0], to, in[0]->shape));
-      for (int64_t i = 0; i < ElementsOf(as_float); ++i) {
-        dst[i] = to == DataType::kFp16 ? FloatToHalf(values[i])
-                                       : static_cast<uint16_t>((std::bit_cast<uint32_t>(values[i]) + 0x7FFF +
-                                                                ((std::bit_cast<uint32_t>(values[i]) >> 16) & 1)) >> 16);
-      }
-      return Status::Ok();
-    }
-    if (to == DataType::kBool) {
-      ASSIGN_OR_RETURN(bool* dst, AllocateOutputAs<bool>(&out[0], to, in[0]->shape));
-      return CastTo(*in[0], dst);
-    }
-    ASSIGN_OR_RETURN(uint8_t * raw, AllocateOutput(&out[0], to, in[0]->shape));
-    return DispatchNumeric(to, [&](auto tag) {
-      using D = typename decltype(tag)::type;
-      return CastTo(*in[0], reinterpret_cast<D*>(raw));
-    });
+    return CastTensor(*in[0], to, &out[0]);
+  });
+}
+
+// CastLike: Cast to the type of the second input.
+StatusOr<std::unique_ptr<Kernel>> MakeCastLike(const Node&, int) {
+  return MakeKernel([](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(NeedInputs(in, 2, "CastLike"));
+    return CastTensor(*in[0], in[1]->dtype, &out[0]);
   });
 }
 
@@ -602,6 +617,7 @@ void RegisterElementwiseKernels(KernelRegistry* registry) {
   registry->Register("Where", 9, MakeWhere);
   registry->Register("Clip", 6, MakeClip);
   registry->Register("Cast", 6, MakeCast);
+  registry->Register("CastLike", 15, MakeCastLike);
 }
 
 }  // namespace inferd::runtime

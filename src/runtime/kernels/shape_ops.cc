@@ -780,6 +780,7 @@ void RegisterShapeKernels(KernelRegistry* r) {
   r->Register("Range", 11, MakeRange);
   r->Register("ScatterND", 11, MakeScatterND);
   r->Register("ScatterElements", 11, MakeScatterElements);
+  r->Register("Scatter", 9, MakeScatterElements);  // ScatterElements' name in opsets 9-10
   r->Register("Pad", 2, MakePad);
   r->Register("DepthToSpace", 1, [](const Node& n, int) { return MakeDepthSpace(n, true); });
   r->Register("SpaceToDepth", 1, [](const Node& n, int) { return MakeDepthSpace(n, false); });
