@@ -46,6 +46,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterAttentionKernels(r);
     RegisterSequenceKernels(r);
     RegisterIndexKernels(r);
+    RegisterLossKernels(r);
     return r;
   }();
   return *registry;
