@@ -383,6 +383,30 @@ StatusOr<std::unique_ptr<Kernel>> MakeMod(const Node& node, int) {
   });
 }
 
+// BitShift on unsigned integers; shifts of the type's width or more give 0.
+StatusOr<std::unique_ptr<Kernel>> MakeBitShift(const Node& node, int) {
+  ASSIGN_OR_RETURN(std::string direction, node.String("direction", ""));
+  if (direction != "LEFT" && direction != "RIGHT") {
+    return Status::InvalidArgument(node.Describe() + ": direction must be LEFT or RIGHT");
+  }
+  const bool left = direction == "LEFT";
+  return MakeKernel([left](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(NeedInputs(in, 2, "BitShift"));
+    RETURN_IF_ERROR(SameType(*in[0], *in[1], "BitShift"));
+    return DispatchNumeric(in[0]->dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_unsigned_v<T>) {
+        return BroadcastBinary<T, T>(*in[0], *in[1], &out[0], in[0]->dtype, [left](T x, T y) -> T {
+          if (y >= sizeof(T) * 8) return 0;
+          return static_cast<T>(left ? x << y : x >> y);
+        });
+      } else {
+        return Status::InvalidArgument("BitShift takes unsigned integers");
+      }
+    });
+  });
+}
+
 // PRelu broadcasts the slope onto X (unidirectional).
 // Before opset 7 a 1-D slope with one value per channel applies along dim 1.
 StatusOr<std::unique_ptr<Kernel>> MakePRelu(const Node&, int opset) {
@@ -459,6 +483,7 @@ void RegisterBinary(KernelRegistry* r) {
               }));
   r->Register("Pow", 1, MakePow);
   r->Register("Mod", 10, MakeMod);
+  r->Register("BitShift", 11, MakeBitShift);
   r->Register("PRelu", 6, MakePRelu);
   r->Register("Sum", 6, Variadic([](auto x, auto y) { return x + y; }, false));
   r->Register("Mean", 6, Variadic([](auto x, auto y) { return x + y; }, true));

@@ -1,7 +1,11 @@
 // Index and selection ops (reference kernels): Trilu, CumSum, OneHot, TopK, GatherND, NonZero,
-// EyeLike, Compress. What exporters put around the heavy ops: causal masks (Trilu), position ids
-// (CumSum), detection heads (TopK, NonZero, GatherND).
+// EyeLike, Compress, ReverseSequence, NonMaxSuppression, and the signal windows (Hann, Hamming,
+// Blackman). What exporters put around the heavy ops: causal masks (Trilu), position ids
+// (CumSum), detection heads (TopK, NonZero, GatherND, NonMaxSuppression).
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -328,9 +332,154 @@ StatusOr<std::unique_ptr<Kernel>> MakeCompress(const Node& node, int) {
   });
 }
 
+// ReverseSequence: along time_axis, the first sequence_lens[b] entries of each batch entry b
+// reversed; the rest copied.
+StatusOr<std::unique_ptr<Kernel>> MakeReverseSequence(const Node& node, int) {
+  ASSIGN_OR_RETURN(int64_t batch_axis, node.Int("batch_axis", 1));
+  ASSIGN_OR_RETURN(int64_t time_axis, node.Int("time_axis", 0));
+  if (!((batch_axis == 0 && time_axis == 1) || (batch_axis == 1 && time_axis == 0))) {
+    return Status::InvalidArgument(node.Describe() + ": batch_axis and time_axis must be 0 and 1");
+  }
+  return MakeKernel([batch_axis, time_axis](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 2, "ReverseSequence"));
+    const Tensor& x = *in[0];
+    if (x.shape.size() < 2) return Status::InvalidArgument("ReverseSequence needs rank 2 or more");
+    ASSIGN_OR_RETURN(std::vector<int64_t> lengths, ReadInts(*in[1], "ReverseSequence sequence_lens"));
+    const int64_t batch = x.shape[batch_axis], time = x.shape[time_axis];
+    if (static_cast<int64_t>(lengths.size()) != batch) return Status::InvalidArgument("ReverseSequence: one length per batch entry");
+    const int64_t inner = ElementsOf(x) / std::max<int64_t>(1, batch * time);
+    const std::vector<int64_t> strides = ContiguousStrides(x.shape);
+    return DispatchBySize(x.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], x.dtype, x.shape));
+      const T* src = ValuesOf<T>(x);
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t length = lengths[static_cast<size_t>(b)];
+        if (length < 0 || length > time) return Status::InvalidArgument("ReverseSequence: length out of range");
+        for (int64_t t = 0; t < time; ++t) {
+          const int64_t from = t < length ? length - 1 - t : t;
+          const T* source = src + b * strides[batch_axis] + from * strides[time_axis];
+          std::copy(source, source + inner, dst + b * strides[batch_axis] + t * strides[time_axis]);
+        }
+      }
+      return Status::Ok();
+    });
+  });
+}
+
+// NonMaxSuppression: per batch entry and class, boxes by falling score (ties to the lower index)
+// above score_threshold, each kept unless it overlaps a kept one by IoU above iou_threshold, at
+// most max_output_boxes_per_class; rows of (batch, class, box).
+StatusOr<std::unique_ptr<Kernel>> MakeNonMaxSuppression(const Node& node, int) {
+  ASSIGN_OR_RETURN(int64_t center_point_box, node.Int("center_point_box", 0));
+  return MakeKernel([center_point_box](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 2, "NonMaxSuppression"));
+    const Tensor& boxes = *in[0];
+    const Tensor& scores = *in[1];
+    if (boxes.dtype != DataType::kFp32 || scores.dtype != DataType::kFp32) {
+      return Status::InvalidArgument("NonMaxSuppression: boxes and scores must be FP32");
+    }
+    if (boxes.shape.size() != 3 || boxes.shape[2] != 4 || scores.shape.size() != 3 || scores.shape[0] != boxes.shape[0] ||
+        scores.shape[2] != boxes.shape[1]) {
+      return Status::InvalidArgument("NonMaxSuppression: boxes must be [B, S, 4] and scores [B, C, S]");
+    }
+    int64_t max_per_class = 0;
+    double iou_threshold = 0, score_threshold = -std::numeric_limits<double>::infinity();
+    if (const Tensor* t = InputAt(in, 2); t != nullptr && ElementsOf(*t) > 0) {
+      ASSIGN_OR_RETURN(max_per_class, ScalarInt(*t, "NonMaxSuppression max_output_boxes_per_class"));
+    }
+    if (const Tensor* t = InputAt(in, 3); t != nullptr && ElementsOf(*t) > 0) {
+      ASSIGN_OR_RETURN(iou_threshold, ScalarAsDouble(*t));
+    }
+    if (const Tensor* t = InputAt(in, 4); t != nullptr && ElementsOf(*t) > 0) {
+      ASSIGN_OR_RETURN(score_threshold, ScalarAsDouble(*t));
+    }
+    const int64_t batches = boxes.shape[0], count = boxes.shape[1], classes = scores.shape[1];
+    // As (y1, x1, y2, x2) with y1 <= y2 and x1 <= x2.
+    auto corners = [&](int64_t b, int64_t i) {
+      const float* v = ValuesOf<float>(boxes) + (b * count + i) * 4;
+      std::array<float, 4> c;
+      if (center_point_box != 0) {
+        c = {v[1] - v[3] / 2, v[0] - v[2] / 2, v[1] + v[3] / 2, v[0] + v[2] / 2};
+      } else {
+        c = {std::min(v[0], v[2]), std::min(v[1], v[3]), std::max(v[0], v[2]), std::max(v[1], v[3])};
+      }
+      return c;
+    };
+    auto iou = [](const std::array<float, 4>& a, const std::array<float, 4>& b) {
+      const float height = std::min(a[2], b[2]) - std::max(a[0], b[0]);
+      const float width = std::min(a[3], b[3]) - std::max(a[1], b[1]);
+      if (height <= 0 || width <= 0) return 0.0f;
+      const float overlap = height * width;
+      const float total = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - overlap;
+      return total <= 0 ? 0.0f : overlap / total;
+    };
+    std::vector<std::array<int64_t, 3>> selected;
+    for (int64_t b = 0; b < batches; ++b) {
+      for (int64_t c = 0; c < classes; ++c) {
+        const float* s = ValuesOf<float>(scores) + (b * classes + c) * count;
+        std::vector<int64_t> order;
+        for (int64_t i = 0; i < count; ++i) {
+          if (s[i] > score_threshold) order.push_back(i);
+        }
+        std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return s[x] > s[y]; });
+        std::vector<std::array<float, 4>> kept;
+        for (int64_t i : order) {
+          if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
+          const auto box = corners(b, i);
+          if (std::any_of(kept.begin(), kept.end(), [&](const auto& k) { return iou(k, box) > iou_threshold; })) continue;
+          kept.push_back(box);
+          selected.push_back({b, c, i});
+        }
+      }
+    }
+    ASSIGN_OR_RETURN(int64_t * dst, AllocateOutputAs<int64_t>(&out[0], DataType::kInt64,
+                                                              {static_cast<int64_t>(selected.size()), 3}));
+    for (const auto& row : selected) dst = std::copy(row.begin(), row.end(), dst);
+    return Status::Ok();
+  });
+}
+
+// Hann, Hamming and Blackman windows: sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or
+// size - 1 (symmetric).
+KernelFactory WindowFunction(std::vector<double> coefficients) {
+  return [coefficients](const Node& node, int) -> StatusOr<std::unique_ptr<Kernel>> {
+    ASSIGN_OR_RETURN(int64_t periodic, node.Int("periodic", 1));
+    ASSIGN_OR_RETURN(int64_t onnx_type, node.Int("output_datatype", 1));
+    const DataType type = DataTypeFromOnnx(static_cast<int32_t>(onnx_type));
+    if (type == DataType::kInvalid || type == DataType::kBytes || type == DataType::kBool) {
+      return Status::Unimplemented(node.Describe() + ": unsupported output_datatype");
+    }
+    return MakeKernel([coefficients, periodic, type](Inputs in, Outputs out) -> Status {
+      RETURN_IF_ERROR(RequireInputs(in, 1, "window"));
+      ASSIGN_OR_RETURN(int64_t size, ScalarInt(*in[0], "window size"));
+      if (size < 0) return Status::InvalidArgument("window: negative size");
+      const double span = static_cast<double>(periodic != 0 ? size : size - 1);
+      return DispatchNumeric(type, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], type, {size}));
+        for (int64_t n = 0; n < size; ++n) {
+          double value = 0;
+          for (size_t k = 0; k < coefficients.size(); ++k) {
+            const double term = span > 0 ? std::cos(2 * M_PI * static_cast<double>(k) * static_cast<double>(n) / span) : 1;
+            value += (k % 2 == 0 ? 1 : -1) * coefficients[k] * term;
+          }
+          dst[n] = static_cast<T>(value);
+        }
+        return Status::Ok();
+      });
+    });
+  };
+}
+
 }  // namespace
 
 void RegisterIndexKernels(KernelRegistry* r) {
+  r->Register("ReverseSequence", 10, MakeReverseSequence);
+  r->Register("NonMaxSuppression", 10, MakeNonMaxSuppression);
+  r->Register("HannWindow", 17, WindowFunction({0.5, 0.5}));
+  r->Register("HammingWindow", 17, WindowFunction({25.0 / 46, 21.0 / 46}));
+  r->Register("BlackmanWindow", 17, WindowFunction({0.42, 0.5, 0.08}));
   r->Register("Trilu", 14, MakeTrilu);
   r->Register("CumSum", 11, MakeCumSum);
   r->Register("OneHot", 9, MakeOneHot);
