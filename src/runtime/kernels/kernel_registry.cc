@@ -47,6 +47,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterSequenceKernels(r);
     RegisterIndexKernels(r);
     RegisterLossKernels(r);
+    RegisterQuantizeKernels(r);
     return r;
   }();
   return *registry;
