@@ -418,6 +418,23 @@ TEST(ResizeTest, OneDnnResamplingWhereItMatchesOnnx) {
   }
 }
 
+TEST(EinsumTest, ImplicitOutputAndLabelsOfTwoSizes) {
+  // "ij,jk" without "->" is "ij,jk->ik": a matrix product.
+  auto implicit = Session::FromGraph(OneNode("Einsum", 2, {{"equation", String("ij,jk")}}));
+  auto matmul = Session::FromGraph(OneNode("MatMul", 2, {}));
+  ASSERT_TRUE(implicit.ok() && matmul.ok());
+  const std::vector<Tensor> inputs{Random({2, 3}, 1), Random({3, 4}, 2)};
+  std::vector<Tensor> a, b;
+  ASSERT_TRUE((*implicit)->Run(inputs, &a).ok());
+  ASSERT_TRUE((*matmul)->Run(inputs, &b).ok());
+  ASSERT_EQ(a[0].shape, (Shape{2, 4}));
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(ValuesOf<float>(a[0])[i], ValuesOf<float>(b[0])[i], 1e-5);
+  const std::vector<Tensor> mismatched{Random({2, 3}, 1), Random({4, 4}, 2)};
+  Status status = (*implicit)->Run(mismatched, &a);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("label 'j' has two sizes"), std::string::npos) << status.message();
+}
+
 TEST(SessionTest, UnsupportedOpsAreListedTogetherAtLoad) {
   Graph g = OneNode("NoSuchOp", 1, {});
   Node second = g.nodes[0];

@@ -48,6 +48,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterIndexKernels(r);
     RegisterLossKernels(r);
     RegisterQuantizeKernels(r);
+    RegisterEinsumKernels(r);
     return r;
   }();
   return *registry;
