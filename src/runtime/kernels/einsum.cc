@@ -1,10 +1,13 @@
-// Einsum (reference kernel): every label gets a size; the kernel walks the whole label space once,
+// Linear algebra, reference kernels: Einsum and Det.
+//
+// Einsum: every label gets a size; the kernel walks the whole label space once,
 // adding each product of operand elements to its output element. A label repeated in one operand
 // reads its diagonal; labels missing from the output are summed. "..." stands for the same
 // broadcast dims in every operand; without "->" the output is the ellipsis dims then the labels
 // seen once, in alphabetical order (numpy's rule).
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 
 #include "runtime/kernels/kernel.h"
@@ -167,8 +170,53 @@ StatusOr<std::unique_ptr<Kernel>> MakeEinsum(const Node& node, int) {
   });
 }
 
+// Det: the determinant of each [M, M] matrix in the last two dims (LU with partial pivoting).
+StatusOr<std::unique_ptr<Kernel>> MakeDet(const Node&, int) {
+  return MakeKernel([](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Det"));
+    const Tensor& x = *in[0];
+    if (x.shape.size() < 2 || x.shape.end()[-1] != x.shape.end()[-2]) return Status::InvalidArgument("Det needs [..., M, M]");
+    const int64_t m = x.shape.back();
+    const Shape shape(x.shape.begin(), x.shape.end() - 2);
+    return DispatchFloat(x.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], x.dtype, shape));
+      const T* src = ValuesOf<T>(x);
+      std::vector<double> a(static_cast<size_t>(m * m));
+      for (int64_t k = 0; k < ElementsOf(out[0]); ++k) {
+        std::copy(src + k * m * m, src + (k + 1) * m * m, a.begin());
+        double det = 1;
+        for (int64_t c = 0; c < m && det != 0; ++c) {
+          int64_t pivot = c;
+          for (int64_t r = c + 1; r < m; ++r) {
+            if (std::abs(a[r * m + c]) > std::abs(a[pivot * m + c])) pivot = r;
+          }
+          if (a[pivot * m + c] == 0) {
+            det = 0;
+            break;
+          }
+          if (pivot != c) {
+            for (int64_t j = 0; j < m; ++j) std::swap(a[c * m + j], a[pivot * m + j]);
+            det = -det;
+          }
+          det *= a[c * m + c];
+          for (int64_t r = c + 1; r < m; ++r) {
+            const double factor = a[r * m + c] / a[c * m + c];
+            for (int64_t j = c; j < m; ++j) a[r * m + j] -= factor * a[c * m + j];
+          }
+        }
+        dst[k] = static_cast<T>(det);
+      }
+      return Status::Ok();
+    });
+  });
+}
+
 }  // namespace
 
-void RegisterEinsumKernels(KernelRegistry* r) { r->Register("Einsum", 12, MakeEinsum); }
+void RegisterEinsumKernels(KernelRegistry* r) {
+  r->Register("Einsum", 12, MakeEinsum);
+  r->Register("Det", 11, MakeDet);
+}
 
 }  // namespace inferd::runtime

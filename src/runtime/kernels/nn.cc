@@ -429,6 +429,94 @@ StatusOr<std::unique_ptr<Kernel>> MakeBatchNorm(const Node& node, int) {
   });
 }
 
+// MeanVarianceNormalization: (x - mean) / (std + 1e-9) over `axes` (default N, H, W), as ONNX's
+// function body defines it (the variance as E[x^2] - E[x]^2).
+StatusOr<std::unique_ptr<Kernel>> MakeMeanVarianceNormalization(const Node& node, int) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes_attribute, node.Ints("axes", {0, 2, 3}));
+  return MakeKernel([axes_attribute](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 1, "MeanVarianceNormalization"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "MeanVarianceNormalization"));
+    const auto rank = static_cast<int64_t>(x.shape.size());
+    std::vector<bool> reduced(x.shape.size(), false);
+    for (int64_t axis : axes_attribute) {
+      ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axis, rank, "MeanVarianceNormalization"));
+      reduced[static_cast<size_t>(a)] = true;
+    }
+    // Each element's group: its index with the reduced dims dropped.
+    Shape kept_shape;
+    for (int64_t d = 0; d < rank; ++d) kept_shape.push_back(reduced[d] ? 1 : x.shape[d]);
+    const std::vector<int64_t> group_strides = BroadcastStrides(kept_shape, x.shape);
+    const int64_t groups = ElementsOf(Tensor{.shape = kept_shape});
+    const double count = static_cast<double>(ElementsOf(x)) / static_cast<double>(std::max<int64_t>(1, groups));
+    std::vector<double> sum(static_cast<size_t>(groups), 0), squares(static_cast<size_t>(groups), 0);
+    const float* src = ValuesOf<float>(x);
+    std::vector<int64_t> group_of(static_cast<size_t>(ElementsOf(x)));
+    int64_t i = 0;
+    ForEachIndex<1>(x.shape, {group_strides}, [&](const std::array<int64_t, 1>& at) { group_of[static_cast<size_t>(i++)] = at[0]; });
+    for (int64_t e = 0; e < ElementsOf(x); ++e) {
+      const auto g = static_cast<size_t>(group_of[static_cast<size_t>(e)]);
+      sum[g] += src[e];
+      squares[g] += static_cast<double>(src[e]) * src[e];
+    }
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
+    for (int64_t e = 0; e < ElementsOf(x); ++e) {
+      const auto g = static_cast<size_t>(group_of[static_cast<size_t>(e)]);
+      const double mean = sum[g] / count;
+      const double deviation = std::sqrt(std::max(0.0, squares[g] / count - mean * mean));
+      dst[e] = static_cast<float>((src[e] - mean) / (deviation + 1e-9));
+    }
+    return Status::Ok();
+  });
+}
+
+// MaxUnpool: zeros of the pooled input's shape, with each value put back where `indices` (flat
+// into the whole output, as MaxPool gives them) says.
+StatusOr<std::unique_ptr<Kernel>> MakeMaxUnpool(const Node& node, int) {
+  ASSIGN_OR_RETURN(WindowAttributes window, ReadWindow(node));
+  if (window.kernel.empty()) return Status::InvalidArgument(node.Describe() + ": kernel_shape is required");
+  return MakeKernel([window](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 2, "MaxUnpool"));
+    const Tensor& x = *in[0];
+    RETURN_IF_ERROR(NeedFloat(x, "MaxUnpool"));
+    ASSIGN_OR_RETURN(std::vector<int64_t> indices, ReadInts(*in[1], "MaxUnpool indices"));
+    if (static_cast<int64_t>(indices.size()) != ElementsOf(x)) return Status::InvalidArgument("MaxUnpool: one index per element");
+    const size_t spatial = x.shape.size() - 2;
+    if (x.shape.size() < 3 || window.kernel.size() != spatial) return Status::InvalidArgument("MaxUnpool: kernel_shape does not match the input");
+    // The indices address the default output (each pooled dim unpooled); an output_shape input
+    // places that into a larger output, index by index.
+    Shape natural{x.shape[0], x.shape[1]};
+    for (size_t d = 0; d < spatial; ++d) {
+      const int64_t stride = window.strides.empty() ? 1 : window.strides[d];
+      const int64_t pads = window.pads.empty() ? 0 : window.pads[d] + window.pads[d + spatial];
+      natural.push_back((x.shape[2 + d] - 1) * stride + window.kernel[d] - pads);
+    }
+    Shape shape = natural;
+    if (const Tensor* given = InputAt(in, 2)) {
+      ASSIGN_OR_RETURN(shape, ReadInts(*given, "MaxUnpool output_shape"));
+      if (shape.size() != natural.size()) return Status::InvalidArgument("MaxUnpool: output_shape has the wrong rank");
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] < natural[d]) return Status::InvalidArgument("MaxUnpool: output_shape is smaller than the unpooled input");
+      }
+    }
+    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
+    std::fill(dst, dst + ElementsOf(out[0]), 0.0f);
+    const float* src = ValuesOf<float>(x);
+    const std::vector<int64_t> natural_strides = ContiguousStrides(natural), strides = ContiguousStrides(shape);
+    const int64_t natural_size = ElementsOf(Tensor{.shape = natural});
+    for (size_t i = 0; i < indices.size(); ++i) {
+      int64_t rest = indices[i], at = 0;
+      if (rest < 0 || rest >= natural_size) return Status::InvalidArgument("MaxUnpool: index out of range");
+      for (size_t d = 0; d < natural.size(); ++d) {
+        at += rest / natural_strides[d] * strides[d];
+        rest %= natural_strides[d];
+      }
+      dst[at] = src[i];
+    }
+    return Status::Ok();
+  });
+}
+
 StatusOr<std::unique_ptr<Kernel>> MakeInstanceNorm(const Node& node, int) {
   ASSIGN_OR_RETURN(float epsilon, node.Float("epsilon", 1e-5f));
   return MakeKernel([epsilon](Inputs in, Outputs out) -> Status {
@@ -600,6 +688,8 @@ void RegisterNnKernels(KernelRegistry* r) {
   r->Register("GlobalAveragePool", 1, [](const Node&, int) { return MakeGlobalPool(false); });
   r->Register("BatchNormalization", 6, MakeBatchNorm);
   r->Register("InstanceNormalization", 1, MakeInstanceNorm);
+  r->Register("MeanVarianceNormalization", 9, MakeMeanVarianceNormalization);
+  r->Register("MaxUnpool", 9, MakeMaxUnpool);
   r->Register("LayerNormalization", 17, MakeLayerNorm);
   // What the optimizer fuses a spelled-out LayerNorm into in models older than opset 17.
   r->Register("inferd.LayerNormalization", 1, MakeLayerNorm);
