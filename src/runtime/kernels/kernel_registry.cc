@@ -49,6 +49,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterLossKernels(r);
     RegisterQuantizeKernels(r);
     RegisterEinsumKernels(r);
+    RegisterGridSampleKernels(r);
     return r;
   }();
   return *registry;
