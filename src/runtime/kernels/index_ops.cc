@@ -1,11 +1,12 @@
 // Index and selection ops (reference kernels): Trilu, CumSum, OneHot, TopK, GatherND, NonZero,
-// EyeLike, Compress, ReverseSequence, NonMaxSuppression, and the signal windows (Hann, Hamming,
+// EyeLike, Compress, Unique, ReverseSequence, NonMaxSuppression, and the signal windows (Hann, Hamming,
 // Blackman). What exporters put around the heavy ops: causal masks (Trilu), position ids
 // (CumSum), detection heads (TopK, NonZero, GatherND, NonMaxSuppression).
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -472,9 +473,90 @@ KernelFactory WindowFunction(std::vector<double> coefficients) {
   };
 }
 
+// Element by element: std::vector's own operator< ends in a memcmp for bytes that GCC 12 warns
+// about (a false stringop-overread).
+template <typename T>
+struct SliceLess {
+  bool operator()(const std::vector<T>& a, const std::vector<T>& b) const {
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      if (a[i] < b[i]) return true;
+      if (b[i] < a[i]) return false;
+    }
+    return a.size() < b.size();
+  }
+};
+
+// Unique: the distinct elements (or slices along `axis`), sorted or in order of first
+// appearance, with each one's first index, each input entry's index into them, and the counts.
+StatusOr<std::unique_ptr<Kernel>> MakeUnique(const Node& node, int) {
+  ASSIGN_OR_RETURN(int64_t sorted, node.Int("sorted", 1));
+  ASSIGN_OR_RETURN(int64_t axis_attribute, node.Int("axis", 0));
+  const bool has_axis = node.Has("axis");
+  return MakeKernel([sorted, axis_attribute, has_axis](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 1, "Unique"));
+    Tensor x = *in[0];
+    if (!has_axis) x.shape = {ElementsOf(x)};
+    const auto rank = static_cast<int64_t>(x.shape.size());
+    ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "Unique"));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+    const int64_t length = x.shape[axis];
+    return DispatchNumeric(x.dtype, [&](auto tag) -> Status {
+      using T = typename decltype(tag)::type;
+      const T* src = ValuesOf<T>(x);
+      auto slice = [&](int64_t j) {
+        std::vector<T> values;
+        for (int64_t o = 0; o < outer; ++o) values.insert(values.end(), src + (o * length + j) * inner, src + (o * length + j + 1) * inner);
+        return values;
+      };
+      std::map<std::vector<T>, int64_t, SliceLess<T>> ids;  // slice -> id in order of first appearance
+      std::vector<int64_t> first, counts, inverse;
+      for (int64_t j = 0; j < length; ++j) {
+        auto [it, added] = ids.emplace(slice(j), static_cast<int64_t>(first.size()));
+        if (added) {
+          first.push_back(j);
+          counts.push_back(0);
+        }
+        ++counts[static_cast<size_t>(it->second)];
+        inverse.push_back(it->second);
+      }
+      // Output position of each id: the map's (sorted) order, or appearance.
+      std::vector<int64_t> position(first.size());
+      std::iota(position.begin(), position.end(), 0);
+      if (sorted != 0) {
+        int64_t next = 0;
+        for (const auto& [values, id] : ids) position[static_cast<size_t>(id)] = next++;
+      }
+      const auto unique = static_cast<int64_t>(first.size());
+      std::vector<int64_t> order(first.size());  // position -> id
+      for (size_t id = 0; id < first.size(); ++id) order[static_cast<size_t>(position[id])] = static_cast<int64_t>(id);
+      Shape shape = x.shape;
+      shape[axis] = unique;
+      ASSIGN_OR_RETURN(T * y, AllocateOutputAs<T>(&out[0], x.dtype, shape));
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t p = 0; p < unique; ++p) {
+          const T* from = src + (o * length + first[static_cast<size_t>(order[static_cast<size_t>(p)])]) * inner;
+          std::copy(from, from + inner, y + (o * unique + p) * inner);
+        }
+      }
+      auto write = [&](size_t o, int64_t count, auto value_of) -> Status {
+        if (o >= out.size()) return Status::Ok();
+        ASSIGN_OR_RETURN(int64_t * dst, AllocateOutputAs<int64_t>(&out[o], DataType::kInt64, {count}));
+        for (int64_t i = 0; i < count; ++i) dst[i] = value_of(i);
+        return Status::Ok();
+      };
+      RETURN_IF_ERROR(write(1, unique, [&](int64_t p) { return first[static_cast<size_t>(order[static_cast<size_t>(p)])]; }));
+      RETURN_IF_ERROR(write(2, length, [&](int64_t j) { return position[static_cast<size_t>(inverse[static_cast<size_t>(j)])]; }));
+      return write(3, unique, [&](int64_t p) { return counts[static_cast<size_t>(order[static_cast<size_t>(p)])]; });
+    });
+  });
+}
+
 }  // namespace
 
 void RegisterIndexKernels(KernelRegistry* r) {
+  r->Register("Unique", 11, MakeUnique);
   r->Register("ReverseSequence", 10, MakeReverseSequence);
   r->Register("NonMaxSuppression", 10, MakeNonMaxSuppression);
   r->Register("HannWindow", 17, WindowFunction({0.5, 0.5}));
