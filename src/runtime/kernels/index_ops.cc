@@ -67,10 +67,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeCumSum(const Node& node, int) {
     ASSIGN_OR_RETURN(int64_t axis_value, ScalarInt(*in[1], "CumSum axis"));
     const auto rank = static_cast<int64_t>(x.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_value, rank, "CumSum"));
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
-    const int64_t length = x.shape[axis];
+    const AxisSplit split = SplitAtAxis(x.shape, axis);
+    const int64_t outer = split.outer, length = split.length, inner = split.inner;
     return DispatchNumeric(x.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], x.dtype, x.shape));
@@ -118,9 +116,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeOneHot(const Node& node, int) {
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "OneHot"));
     Shape shape = indices_tensor.shape;
     shape.insert(shape.begin() + axis, depth);
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
+    const AxisSplit split = SplitAtAxis(shape, axis);
+    const int64_t outer = split.outer, inner = split.inner;
     return DispatchBySize(values.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], values.dtype, shape));
@@ -157,9 +154,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeTopK(const Node& node, int opset) {
     if (k < 0 || k > length) return Status::InvalidArgument("TopK: k is outside [0, " + std::to_string(length) + "]");
     Shape shape = x.shape;
     shape[axis] = k;
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+    const AxisSplit split = SplitAtAxis(x.shape, axis);
+    const int64_t outer = split.outer, inner = split.inner;
     return DispatchNumeric(x.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       ASSIGN_OR_RETURN(T * values, AllocateOutputAs<T>(&out[0], x.dtype, shape));
@@ -313,9 +309,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeCompress(const Node& node, int) {
     for (int64_t i = 0; i < ElementsOf(condition); ++i) {
       if (ValuesOf<bool>(condition)[i]) kept.push_back(i);
     }
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+    const AxisSplit split = SplitAtAxis(x.shape, axis);
+    const int64_t outer = split.outer, inner = split.inner;
     Shape shape = x.shape;
     shape[axis] = static_cast<int64_t>(kept.size());
     return DispatchBySize(x.dtype, [&](auto tag) -> Status {
@@ -498,10 +493,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeUnique(const Node& node, int) {
     if (!has_axis) x.shape = {ElementsOf(x)};
     const auto rank = static_cast<int64_t>(x.shape.size());
     ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attribute, rank, "Unique"));
-    int64_t outer = 1, inner = 1;
-    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
-    const int64_t length = x.shape[axis];
+    const AxisSplit split = SplitAtAxis(x.shape, axis);
+    const int64_t outer = split.outer, length = split.length, inner = split.inner;
     return DispatchNumeric(x.dtype, [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       const T* src = ValuesOf<T>(x);

@@ -213,9 +213,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeSplitToSequence(const Node& node, int) {
       }
       if (sum != length) return Status::InvalidArgument("SplitToSequence: split does not add up to the axis");
     }
-    int64_t outer = 1, inner = static_cast<int64_t>(element);
-    for (int64_t d = 0; d < axis; ++d) outer *= input.shape[static_cast<size_t>(d)];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= input.shape[static_cast<size_t>(d)];
+    const AxisSplit around = SplitAtAxis(input.shape, axis);
+    const int64_t outer = around.outer, inner = around.inner * static_cast<int64_t>(element);
     Items items;
     int64_t offset = 0;
     for (int64_t size : sizes) {

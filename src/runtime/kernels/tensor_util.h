@@ -154,6 +154,22 @@ void ForEachIndex(const Shape& shape, const std::array<std::vector<int64_t>, N>&
   }
 }
 
+// A shape seen as [outer, length, inner] around one axis: element (o, j, i) of it sits at
+// (o * length + j) * inner + i.
+struct AxisSplit {
+  int64_t outer = 1, length = 1, inner = 1;
+};
+inline AxisSplit SplitAtAxis(const Shape& shape, int64_t axis) {
+  AxisSplit split;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    const int64_t size = shape[static_cast<size_t>(d)];
+    if (d < axis) split.outer *= size;
+    else if (d == axis) split.length = size;
+    else split.inner *= size;
+  }
+  return split;
+}
+
 // Kernel inputs: nullptr where an optional input is absent or beyond the node's inputs.
 inline const Tensor* InputAt(std::span<const Tensor* const> inputs, size_t i) {
   return i < inputs.size() ? inputs[i] : nullptr;
