@@ -494,6 +494,20 @@ TEST(PassesTest, ShapeArithmeticFoldsExceptWhatTheBatchReaches) {
   EXPECT_EQ(session->graph().nodes.size(), 7u);
 }
 
+TEST(PassesTest, AStaleIntermediateShapeIsNotFolded) {
+  // The model says r is [2, 1] (from an export with one non-zero), but NonZero's output depends on
+  // the data; NonZero has no shape rule, so only that stale value_info could have given r a shape.
+  Graph g = GraphBuilder().Input("x").Op("NonZero", {"x"}, {"r"}).Op("Shape", {"r"}, {"shape"}).Output("shape").graph();
+  SetShape(&g, "x", {Dim{.symbol = "batch"}, Dim{.value = 4}});
+  SetShape(&g, "r", {Dim{.value = 2}, Dim{.value = 1}});
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(session.ok());
+  std::vector<Tensor> outputs;
+  const std::vector<Tensor> twelve_non_zeros{Random({3, 4}, 1, 1, 2)};
+  ASSERT_TRUE((*session)->Run(twelve_non_zeros, &outputs).ok());
+  EXPECT_EQ(ValuesOf<int64_t>(outputs[0])[1], 12);
+}
+
 TEST(PassesTest, InputsMustBindASymbolToOneSize) {
   Graph g = GraphBuilder().Input("a").Input("b").Op("Add", {"a", "b"}, {"y"}).Output("y").graph();
   SetShape(&g, "a", {Dim{.symbol = "batch"}, Dim{.value = 2}});

@@ -160,7 +160,10 @@ class Inference {
     result_.shapes.resize(count);
     result_.contents.resize(count);
     result_.contents_type.resize(count, DataType::kInvalid);
-    for (size_t id = 0; id < count; ++id) result_.shapes[id] = graph.values[id].shape;
+    // Only the graph inputs' declared shapes are taken: an intermediate's value_info can be stale
+    // (an export at batch 1 whose inputs were made dynamic afterwards), and folding a Shape of it
+    // would bake the wrong size in.
+    for (ValueId id : graph.inputs) result_.shapes[static_cast<size_t>(id)] = graph.values[static_cast<size_t>(id)].shape;
     for (const auto& [id, tensor] : graph.initializers) Seed(id, tensor);
   }
 

@@ -1,4 +1,5 @@
-// Symbolic shape inference: the shape of every value the graph's inputs determine, with the
+// Symbolic shape inference: the shape of every value the graph's inputs determine (from their
+// declared shapes only, never an intermediate's value_info), with the
 // inputs' symbolic dims ("batch") carried through as symbols, and the contents of the small
 // integer tensors that shape arithmetic passes around (Shape -> Gather -> Concat -> Reshape), so
 // that everything not depending on a symbol is known at load and folds into constants
