@@ -1,6 +1,7 @@
 #include "frontends/http/json_values.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <limits>
 
@@ -84,7 +85,6 @@ bool StoreJsonScalar(const Value& value, DataType dtype, uint8_t* out) {
   }
 }
 
-
 namespace {
 
 template <typename T, typename Emit>
@@ -145,19 +145,6 @@ void WriteJsonElements(const Tensor& tensor, size_t begin, size_t end, JsonWrite
   }
 }
 
-
-void ForEachBytesElement(const Tensor& tensor, const std::function<void(std::string_view)>& fn) {
-  size_t offset = 0;
-  while (offset + 4 <= tensor.byte_size) {
-    uint32_t length;
-    std::memcpy(&length, tensor.data.get() + offset, 4);
-    offset += 4;
-    length = static_cast<uint32_t>(std::min<size_t>(length, tensor.byte_size - offset));
-    fn(std::string_view(reinterpret_cast<const char*>(tensor.data.get() + offset), length));
-    offset += length;
-  }
-}
-
 namespace {
 constexpr char kBase64Alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 }  // namespace
@@ -179,6 +166,13 @@ std::string Base64Encode(std::string_view bytes) {
 }
 
 std::optional<std::string> Base64Decode(std::string_view text) {
+  // Character -> 6-bit value, -1 for characters outside the alphabet.
+  static const std::array<int8_t, 256> kValues = [] {
+    std::array<int8_t, 256> values;
+    values.fill(-1);
+    for (int i = 0; i < 64; ++i) values[static_cast<uint8_t>(kBase64Alphabet[i])] = static_cast<int8_t>(i);
+    return values;
+  }();
   while (!text.empty() && text.back() == '=') text.remove_suffix(1);
   if (text.size() % 4 == 1) return std::nullopt;
   std::string out;
@@ -186,9 +180,9 @@ std::optional<std::string> Base64Decode(std::string_view text) {
   uint32_t buffer = 0;
   int bits = 0;
   for (char c : text) {
-    const char* at = std::find(kBase64Alphabet, kBase64Alphabet + 64, c);
-    if (at == kBase64Alphabet + 64) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<uint32_t>(at - kBase64Alphabet);
+    const int8_t value = kValues[static_cast<uint8_t>(c)];
+    if (value < 0) return std::nullopt;
+    buffer = (buffer << 6) | static_cast<uint32_t>(value);
     bits += 6;
     if (bits >= 8) {
       bits -= 8;

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <functional>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,7 +31,18 @@ bool StoreJsonScalar(const rapidjson::Value& value, DataType dtype, uint8_t* out
 void WriteJsonElements(const Tensor& tensor, size_t begin, size_t end, JsonWriter& w);
 
 // Calls fn(element) for each element of a serialized BYTES tensor (4-byte length, then bytes).
-void ForEachBytesElement(const Tensor& tensor, const std::function<void(std::string_view)>& fn);
+template <typename Fn>
+void ForEachBytesElement(const Tensor& tensor, Fn&& fn) {
+  size_t offset = 0;
+  while (offset + 4 <= tensor.byte_size) {
+    uint32_t length;
+    std::memcpy(&length, tensor.data.get() + offset, 4);
+    offset += 4;
+    length = static_cast<uint32_t>(std::min<size_t>(length, tensor.byte_size - offset));
+    fn(std::string_view(reinterpret_cast<const char*>(tensor.data.get() + offset), length));
+    offset += length;
+  }
+}
 
 std::string Base64Encode(std::string_view bytes);
 // nullopt when `text` is not valid base64 (standard alphabet, '=' padding optional).

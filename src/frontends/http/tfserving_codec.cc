@@ -36,14 +36,23 @@ StatusOr<Shape> NestedShape(const Value& value, const std::string& name) {
   return shape;
 }
 
-// Appends one tensor's elements (of `shape` exactly) to `out`: fixed-size elements in `fixed`,
-// BYTES serialized with their 4-byte length.
+// One tensor's buffer as the elements arrive: fixed-size elements packed, BYTES serialized with
+// their 4-byte length. The tensor then owns this string (no second copy).
 struct Sink {
   DataType dtype;
-  std::vector<uint8_t> fixed;
-  std::string bytes;
+  std::string data;
   int64_t count = 0;
 };
+
+// An empty buffer with room for `shape`'s elements; an error when `shape` claims more elements than
+// the body has bytes (each element takes at least one, so such a shape cannot be honest).
+StatusOr<Sink> SinkFor(const TfTensorSpec& spec, const Shape& shape, size_t body_size) {
+  auto elements = ElementCount(shape, static_cast<int64_t>(body_size) + 1);
+  if (!elements.ok()) return elements.status().WithPrefix("input '" + spec.name + "'");
+  Sink sink{.dtype = spec.dtype};
+  sink.data.reserve(static_cast<size_t>(*elements) * DataTypeSize(spec.dtype));
+  return sink;
+}
 
 Status AppendLeaf(const Value& value, const std::string& name, Sink& sink) {
   if (sink.dtype == DataType::kBytes) {
@@ -60,12 +69,12 @@ Status AppendLeaf(const Value& value, const std::string& name, Sink& sink) {
       return Invalid("input '" + name + "': BYTES elements must be strings or {\"b64\": ...}");
     }
     const auto length = static_cast<uint32_t>(element.size());
-    sink.bytes.append(reinterpret_cast<const char*>(&length), 4);
-    sink.bytes.append(element);
+    sink.data.append(reinterpret_cast<const char*>(&length), 4);
+    sink.data.append(element);
   } else {
     const size_t size = DataTypeSize(sink.dtype);
-    sink.fixed.resize(sink.fixed.size() + size);
-    if (!StoreJsonScalar(value, sink.dtype, sink.fixed.data() + sink.fixed.size() - size)) {
+    sink.data.resize(sink.data.size() + size);
+    if (!StoreJsonScalar(value, sink.dtype, reinterpret_cast<uint8_t*>(sink.data.data()) + sink.data.size() - size)) {
       return Invalid("input '" + name + "': element " + std::to_string(sink.count) + " is not a valid " +
                      std::string(DataTypeName(sink.dtype)));
     }
@@ -91,8 +100,7 @@ StatusOr<Tensor> ToTensor(const std::string& name, DataType dtype, Shape shape, 
   tensor.name = name;
   tensor.dtype = dtype;
   tensor.shape = std::move(shape);
-  auto owner = std::make_shared<std::string>(dtype == DataType::kBytes ? std::move(sink.bytes)
-                                                                          : std::string(sink.fixed.begin(), sink.fixed.end()));
+  auto owner = std::make_shared<std::string>(std::move(sink.data));
   tensor.byte_size = owner->size();
   tensor.data = AliasData(owner, owner->data());
   return tensor;
@@ -126,9 +134,7 @@ Status ParseColumnar(const Value& value, const std::vector<TfTensorSpec>& inputs
   }
   for (const auto& [spec, tensor_value] : tensors) {
     ASSIGN_OR_RETURN(Shape shape, NestedShape(*tensor_value, spec->name));
-    // Each element takes at least one byte of the body: a larger shape cannot be honest.
-    RETURN_IF_ERROR(ElementCount(shape, static_cast<int64_t>(body_size) + 1).status().WithPrefix("input '" + spec->name + "'"));
-    Sink sink{.dtype = spec->dtype};
+    ASSIGN_OR_RETURN(Sink sink, SinkFor(*spec, shape, body_size));
     RETURN_IF_ERROR(Flatten(*tensor_value, shape, 0, spec->name, sink));
     ASSIGN_OR_RETURN(Tensor tensor, ToTensor(spec->name, spec->dtype, std::move(shape), std::move(sink)));
     request->inputs.push_back(std::move(tensor));
@@ -166,8 +172,7 @@ Status ParseRows(const Value& instances, const std::vector<TfTensorSpec>& inputs
     ASSIGN_OR_RETURN(Shape inner, NestedShape(*first, spec->name));
     Shape shape = inner;
     shape.insert(shape.begin(), static_cast<int64_t>(instances.Size()));
-    RETURN_IF_ERROR(ElementCount(shape, static_cast<int64_t>(body_size) + 1).status().WithPrefix("input '" + spec->name + "'"));
-    Sink sink{.dtype = spec->dtype};
+    ASSIGN_OR_RETURN(Sink sink, SinkFor(*spec, shape, body_size));
     for (const Value& instance : instances.GetArray()) {
       const Value* value = value_of(instance);
       if (value == nullptr) return Invalid("every instance must have the same inputs (missing '" + spec->name + "')");
@@ -196,6 +201,13 @@ class NestedWriter {
   void Write(size_t depth, int64_t first) {
     const Shape& shape = tensor_.shape;
     if (depth == shape.size()) return WriteElement(static_cast<size_t>(first));
+    if (depth + 1 == shape.size() && tensor_.dtype != DataType::kBytes) {
+      // The innermost list in one call: one type dispatch per row, not per element.
+      w_.StartArray();
+      WriteJsonElements(tensor_, static_cast<size_t>(first), static_cast<size_t>(first + shape[depth]), w_);
+      w_.EndArray();
+      return;
+    }
     int64_t stride = 1;
     for (size_t d = depth + 1; d < shape.size(); ++d) stride *= shape[d];
     w_.StartArray();

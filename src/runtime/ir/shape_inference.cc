@@ -142,7 +142,7 @@ bool IsSameShapeOp(std::string_view op) {
       "Floor", "Ceil", "Round", "Reciprocal", "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
       "Asinh", "Acosh", "Atanh", "Softplus", "Softsign", "Mish", "ThresholdedRelu", "LRN", "InstanceNormalization",
       "LayerNormalization", "BatchNormalization", "Dropout", "IsNaN", "IsInf", "CumSum", "Shrink",
-      "MeanVarianceNormalization", "LpNormalization", "Trilu", "Gelu"};
+      "MeanVarianceNormalization", "LpNormalization", "Trilu"};
   return ops.count(op) != 0;
 }
 
