@@ -56,7 +56,8 @@ class Inferd:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([INFERD, "serve", "--model-repository", str(repo), "--http-address", "127.0.0.1",
-                                      "--http-port", str(self.port), "--metrics-port", str(free_port()), *extra],
+                                      "--http-port", str(self.port), "--metrics-port", str(free_port()),
+                                      "--grpc-address", "127.0.0.1", "--grpc-port", str(free_port()), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_http(self.url + "/v2/health/live")
 

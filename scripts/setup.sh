@@ -10,6 +10,7 @@ PACKAGES=(
   clang libclang-rt-14-dev            # libFuzzer and sanitizer runtimes
   # libraries (see docs/ARCHITECTURE.md, "Dependencies")
   libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc  # the gRPC frontend (grpc_cpp_plugin generates the service)
   libboost1.74-dev                    # Asio + Beast (header-only)
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev
@@ -17,6 +18,7 @@ PACKAGES=(
   libonnx-testdata                    # ONNX backend test suite (tests/conformance)
   # end-to-end tests
   curl python3 python3-requests python3-pytest procps
+  python3-grpcio                      # the gRPC end-to-end tests (stubs made by grpc_python_plugin)
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
   python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
 )

@@ -22,6 +22,10 @@ struct InferRequest {
   std::vector<std::string> requested_outputs;  // empty: every output of the model
   uint32_t priority = 0;                       // 0: the model's default priority level
   uint64_t timeout_us = 0;                     // 0: the model's default queue timeout
+  // The caller's own deadline (a gRPC deadline), as time left when the request arrived. Unlike
+  // `timeout_us` it binds whatever the queue policy says: once it passes, the request leaves the
+  // queue unexecuted with DEADLINE_EXCEEDED, since nobody is waiting for its answer. 0: none.
+  uint64_t client_timeout_us = 0;
 };
 
 struct InferResponse {

@@ -31,9 +31,15 @@ Status Scheduler::Enqueue(PendingRequest& pending) {
     const Nanos requested = Micros(pending.request->timeout_us);
     timeout = timeout.count() == 0 ? requested : std::min(timeout, requested);
   }
+  bool client_deadline_first = false;
+  if (pending.request->client_timeout_us > 0) {
+    const Nanos client = Micros(pending.request->client_timeout_us);
+    client_deadline_first = timeout.count() == 0 || client <= timeout;
+    if (client_deadline_first) timeout = client;
+  }
   pending.enqueued = clock_->Now();
   if (timeout.count() > 0) pending.deadline = pending.enqueued + timeout;
-  pending.delay_on_timeout = policy.delay_on_timeout;
+  pending.delay_on_timeout = policy.delay_on_timeout && !client_deadline_first;
   const size_t bound = policy.max_queue_size == 0 ? kMaxQueueSizeBound : policy.max_queue_size;
   {
     MutexLock lock(&mu_);

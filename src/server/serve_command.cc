@@ -5,14 +5,70 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <limits>
 #include <thread>
 
 #include "core/inference_server.h"
+#include "frontends/grpc/grpc_server.h"
 #include "frontends/http/http_server.h"
 #include "frontends/http/kserve_routes.h"
 #include "frontends/http/tfserving_routes.h"
 
 namespace inferd {
+
+namespace {
+
+// Names as Triton's, so deployment manifests carry over; times are in milliseconds.
+void AddGrpcFlags(CLI::App* command, ServeFlags* flags) {
+  command->add_option("--allow-grpc", flags->allow_grpc, "Serve the KServe v2 gRPC API (true/false)")
+      ->capture_default_str()
+      ->envname("INFERD_ALLOW_GRPC");
+  command->add_option("--grpc-address", flags->grpc_address, "Address the gRPC port binds to")
+      ->capture_default_str()
+      ->envname("INFERD_GRPC_ADDRESS");
+  command->add_option("--grpc-port", flags->grpc_port, "KServe v2 gRPC port (inference.GRPCInferenceService, "
+                      "grpc.health.v1.Health)")
+      ->capture_default_str()
+      ->envname("INFERD_GRPC_PORT");
+  command
+      ->add_option("--grpc-max-message-bytes", flags->grpc_max_message_bytes,
+                   "Largest gRPC request or response message; larger requests get RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1024, std::numeric_limits<int>::max()))
+      ->capture_default_str()
+      ->envname("INFERD_GRPC_MAX_MESSAGE_BYTES");
+  command
+      ->add_option("--grpc-keepalive-time", flags->grpc_keepalive_time_ms,
+                   "Milliseconds between keepalive pings the server sends on an idle connection")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--grpc-keepalive-timeout", flags->grpc_keepalive_timeout_ms,
+                   "Milliseconds to wait for a keepalive ping's answer before closing the connection")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--grpc-keepalive-permit-without-calls", flags->grpc_keepalive_permit_without_calls,
+                   "Allow keepalive pings on connections with no call in progress (true/false)")
+      ->capture_default_str();
+  command
+      ->add_option("--grpc-http2-max-pings-without-data", flags->grpc_http2_max_pings_without_data,
+                   "Pings the server may send without data in between (0: unlimited)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--grpc-http2-min-recv-ping-interval-without-data",
+                   flags->grpc_http2_min_recv_ping_interval_ms,
+                   "Shortest interval between client pings without data that is not a strike (ms)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      ->add_option("--grpc-http2-max-ping-strikes", flags->grpc_http2_max_ping_strikes,
+                   "Bad pings tolerated before the connection is closed (0: unlimited)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+}  // namespace
 
 void AddServeFlags(CLI::App* command, ServeFlags* flags) {
   command
@@ -57,6 +113,7 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
                    "Largest accepted request body; larger ones get HTTP 413")
       ->capture_default_str()
       ->envname("INFERD_HTTP_MAX_BODY_BYTES");
+  AddGrpcFlags(command, flags);
   command
       ->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
                    "On SIGTERM, how long to wait for in-flight requests before exiting")
@@ -114,7 +171,24 @@ int RunServe(const ServeFlags& flags) {
       return 1;
     }
   }
-  spdlog::info("inferd serving: HTTP on {}:{}, metrics on {}:{}/metrics", flags.http_address, http.port(),
+  GrpcServer grpc({.address = flags.grpc_address,
+                   .port = flags.grpc_port,
+                   .max_message_bytes = flags.grpc_max_message_bytes,
+                   .keepalive_time_ms = flags.grpc_keepalive_time_ms,
+                   .keepalive_timeout_ms = flags.grpc_keepalive_timeout_ms,
+                   .keepalive_permit_without_calls = flags.grpc_keepalive_permit_without_calls,
+                   .http2_max_pings_without_data = flags.grpc_http2_max_pings_without_data,
+                   .http2_min_recv_ping_interval_without_data_ms = flags.grpc_http2_min_recv_ping_interval_ms,
+                   .http2_max_ping_strikes = flags.grpc_http2_max_ping_strikes},
+                  &server);
+  if (flags.allow_grpc) {
+    if (Status status = grpc.Start(); !status.ok()) {
+      spdlog::critical("{}", status.message());
+      return 1;
+    }
+  }
+  spdlog::info("inferd serving: HTTP on {}:{}, {}metrics on {}:{}/metrics", flags.http_address, http.port(),
+               flags.allow_grpc ? fmt::format("gRPC on {}:{}, ", flags.grpc_address, grpc.port()) : "",
                flags.http_address, metrics.port());
 
   int signal_number = 0;
@@ -136,6 +210,8 @@ int RunServe(const ServeFlags& flags) {
   if (!http.WaitForIdle(std::chrono::seconds(2)))
     spdlog::warn("some answers could not be written before exit");
   http.Stop();
+  // Every call's answer is known by now (the models are shut down); this lets them go out.
+  grpc.Stop(std::chrono::seconds(2));
   metrics.Stop();
   spdlog::info("inferd stopped");
   return 0;

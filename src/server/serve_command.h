@@ -21,6 +21,16 @@ struct ServeFlags {
   int http_threads = 2;  // 0: one per four cores, at least one
   int threads = 0;  // 0: every core
   uint64_t http_max_body_bytes = 64ull << 20;
+  bool allow_grpc = true;
+  std::string grpc_address = "0.0.0.0";
+  uint16_t grpc_port = 8001;
+  int grpc_max_message_bytes = 64 << 20;
+  int grpc_keepalive_time_ms = 7'200'000;
+  int grpc_keepalive_timeout_ms = 20'000;
+  bool grpc_keepalive_permit_without_calls = false;
+  int grpc_http2_max_pings_without_data = 2;
+  int grpc_http2_min_recv_ping_interval_ms = 300'000;
+  int grpc_http2_max_ping_strikes = 2;
   int exit_timeout_secs = 30;
   bool log_verbose = false;
 };

@@ -55,13 +55,16 @@ class Inferd:
     def __init__(self, repository, *extra_args):
         self.http_port = free_port()
         self.metrics_port = free_port()
+        self.grpc_port = free_port()
+        self.grpc_target = f"127.0.0.1:{self.grpc_port}"
         self.url = f"http://127.0.0.1:{self.http_port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.log = tempfile.NamedTemporaryFile(prefix="inferd-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [inferd_binary(), "serve", "--model-repository", str(repository),
              "--http-address", "127.0.0.1", "--http-port", str(self.http_port),
-             "--metrics-port", str(self.metrics_port), *extra_args],
+             "--metrics-port", str(self.metrics_port),
+             "--grpc-address", "127.0.0.1", "--grpc-port", str(self.grpc_port), *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
         self._wait_live()
 

@@ -146,6 +146,25 @@ TEST(SchedulerTest, DelayActionStillRunsExpiredRequestsLast) {
   EXPECT_EQ(outcome.deadline.load(), 0);
 }
 
+TEST(SchedulerTest, ClientDeadlineRejectsWhateverThePolicySays) {
+  ManualClock clock;
+  // The policy would delay expired requests and ignores request timeouts; a client deadline
+  // still drops the request, because nobody waits for its answer any more.
+  SchedulerOptions options = Options(1, 0, 1, /*delay=*/true, /*default_timeout_us=*/1000);
+  options.level_policies[0].allow_timeout_override = false;
+  Scheduler scheduler(options, &clock);
+  Outcome outcome;
+  auto gone = MakePending("gone", &outcome);
+  gone.request->client_timeout_us = 100;
+  auto waiting = MakePending("waiting", &outcome);
+  waiting.request->client_timeout_us = 5000;  // later than the policy's: the policy's DELAY applies
+  ASSERT_TRUE(scheduler.Enqueue(gone).ok());
+  ASSERT_TRUE(scheduler.Enqueue(waiting).ok());
+  clock.Advance(Micros(1500));
+  EXPECT_EQ(Ids(scheduler.NextBatch()), (std::vector<std::string>{"waiting"}));
+  EXPECT_EQ(outcome.deadline.load(), 1);
+}
+
 TEST(SchedulerTest, WaitsForTheDelayAndWakesWhenTimeMoves) {
   ManualClock clock;
   SchedulerOptions options = Options(8);

@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 
 #include "common/tensor.h"
+#include "core/server_info.h"
 #include "inferd_version.h"
 
 namespace inferd {
@@ -53,14 +54,13 @@ std::string ServerMetadataJson() {
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("name");
-  w.String("inferd");
+  w.String(kServerName.data(), static_cast<rapidjson::SizeType>(kServerName.size()));
   w.Key("version");
   w.String(kInferdVersion);
   w.Key("extensions");
   w.StartArray();
-  for (const char* extension :
-       {"binary_tensor_data", "statistics", "model_repository", "model_configuration"}) {
-    w.String(extension);
+  for (std::string_view extension : ServerExtensions()) {
+    w.String(extension.data(), static_cast<rapidjson::SizeType>(extension.size()));
   }
   w.EndArray();
   w.EndObject();
@@ -79,9 +79,7 @@ std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64
   for (int64_t version : versions) Str(w, std::to_string(version));
   w.EndArray();
   w.Key("platform");
-  // As Triton: the platform, or the backend; ONNX models report onnxruntime_onnx either way.
-  const std::string& named = config.platform().empty() ? config.backend() : config.platform();
-  Str(w, named == "onnxruntime" ? std::string("onnxruntime_onnx") : named);
+  Str(w, ReportedPlatform(config));
   w.Key("inputs");
   WriteTensorMetadata(w, config.input(), config.max_batch_size() > 0);
   w.Key("outputs");

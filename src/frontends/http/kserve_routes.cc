@@ -2,9 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <string_view>
 
+#include "core/server_info.h"
 #include "frontends/http/http_responses.h"
 #include "frontends/http/kserve_codec.h"
 #include "frontends/http/kserve_json.h"
@@ -25,11 +25,7 @@ StatusOr<ModelTarget> ParseModelTarget(const std::vector<std::string_view>& part
   size_t next = 3;
   if (parts.size() > next && parts[next] == "versions") {
     if (parts.size() <= next + 1) return Status::NotFound("missing version after /versions");
-    std::string_view text = parts[next + 1];
-    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), target.version);
-    if (error != std::errc() || end != text.data() + text.size() || target.version <= 0) {
-      return Status::InvalidArgument("version '" + std::string(text) + "' is not a positive integer");
-    }
+    ASSIGN_OR_RETURN(target.version, ParseModelVersion(parts[next + 1]));
     next += 2;
   }
   if (parts.size() > next) target.action = std::string(parts[next++]);

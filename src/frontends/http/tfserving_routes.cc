@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <map>
 
 #include "config/model_config.h"
+#include "core/server_info.h"
 #include "frontends/http/http_responses.h"
 #include "frontends/http/json_values.h"
 #include "frontends/http/tfserving_codec.h"
@@ -20,15 +20,6 @@ struct TfTarget {
   std::string label;    // resolved to `version` through the config's version_labels
   std::string verb;     // "predict", "metadata", or "" (status)
 };
-
-StatusOr<int64_t> ParseVersion(std::string_view text) {
-  int64_t version = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), version);
-  if (error != std::errc() || end != text.data() + text.size() || version <= 0) {
-    return Status::InvalidArgument("version '" + std::string(text) + "' is not a positive integer");
-  }
-  return version;
-}
 
 StatusOr<TfTarget> ParseTarget(std::vector<std::string_view> parts) {
   // parts[0] == "v1", parts[1] == "models"
@@ -47,7 +38,7 @@ StatusOr<TfTarget> ParseTarget(std::vector<std::string_view> parts) {
   size_t next = 3;
   if (parts.size() >= next + 2 && (parts[next] == "versions" || parts[next] == "labels")) {
     if (parts[next] == "versions") {
-      ASSIGN_OR_RETURN(target.version, ParseVersion(parts[next + 1]));
+      ASSIGN_OR_RETURN(target.version, ParseModelVersion(parts[next + 1]));
     } else {
       target.label = std::string(parts[next + 1]);
     }

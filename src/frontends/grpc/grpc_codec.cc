@@ -1,0 +1,214 @@
+#include "frontends/grpc/grpc_codec.h"
+
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "core/server_info.h"
+
+namespace inferd {
+namespace {
+
+using inference::InferParameter;
+using inference::InferTensorContents;
+using inference::ModelInferRequest;
+using ParameterMap = google::protobuf::Map<std::string, InferParameter>;
+
+Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
+
+// parameters[key] as a non-negative integer; clients send int64_param (KServe) or uint64_param
+// (newer Triton clients).
+StatusOr<std::optional<uint64_t>> UnsignedParameter(const ParameterMap& parameters, const std::string& key) {
+  auto it = parameters.find(key);
+  if (it == parameters.end()) return std::optional<uint64_t>();
+  const InferParameter& value = it->second;
+  if (value.parameter_choice_case() == InferParameter::kUint64Param)
+    return std::optional<uint64_t>(value.uint64_param());
+  if (value.parameter_choice_case() == InferParameter::kInt64Param && value.int64_param() >= 0)
+    return std::optional<uint64_t>(static_cast<uint64_t>(value.int64_param()));
+  return Invalid("request: parameter '" + key + "' must be a non-negative int64_param or uint64_param");
+}
+
+Status ParseRequestParameters(const ParameterMap& parameters, InferRequest* request) {
+  ASSIGN_OR_RETURN(std::optional<uint64_t> priority, UnsignedParameter(parameters, "priority"));
+  if (priority) {
+    if (*priority > std::numeric_limits<uint32_t>::max()) return Invalid("request: priority is too large");
+    request->priority = static_cast<uint32_t>(*priority);
+  }
+  ASSIGN_OR_RETURN(std::optional<uint64_t> timeout, UnsignedParameter(parameters, "timeout"));
+  if (timeout) request->timeout_us = *timeout;
+  return Status::Ok();
+}
+
+// Copies typed `values` into a fresh buffer of `Element`s, refusing values the element type cannot
+// hold (an int_contents value of 300 for an INT8 tensor) rather than wrapping them.
+template <typename Element, typename Values>
+StatusOr<Tensor> FromTypedValues(Tensor tensor, const Values& values, int64_t expected, const char* field) {
+  if (static_cast<int64_t>(values.size()) != expected) {
+    return Invalid("input '" + tensor.name + "': shape " + ShapeToString(tensor.shape) + " needs " +
+                   std::to_string(expected) + " values, contents." + field + " has " +
+                   std::to_string(values.size()));
+  }
+  tensor.byte_size = values.size() * sizeof(Element);
+  MutableBuffer buffer = AllocateBuffer(tensor.byte_size);
+  auto* out = reinterpret_cast<Element*>(buffer.get());
+  for (int i = 0; i < values.size(); ++i) {
+    const auto value = values.Get(i);
+    if constexpr (std::is_integral_v<Element> && !std::is_same_v<Element, bool>) {
+      if (!std::in_range<Element>(value)) {
+        return Invalid("input '" + tensor.name + "': contents." + field + "[" + std::to_string(i) +
+                       "] = " + std::to_string(value) + " is out of range for " +
+                       std::string(DataTypeName(tensor.dtype)));
+      }
+    }
+    out[i] = static_cast<Element>(value);
+  }
+  tensor.data = AliasData(buffer.memory, buffer.get());
+  return tensor;
+}
+
+StatusOr<Tensor> FromBytesValues(Tensor tensor, const InferTensorContents& contents, int64_t expected) {
+  const auto& values = contents.bytes_contents();
+  if (static_cast<int64_t>(values.size()) != expected) {
+    return Invalid("input '" + tensor.name + "': shape " + ShapeToString(tensor.shape) + " needs " +
+                   std::to_string(expected) + " values, contents.bytes_contents has " +
+                   std::to_string(values.size()));
+  }
+  auto serialized = std::make_shared<std::string>();
+  size_t total = 0;
+  for (const std::string& value : values) total += 4 + value.size();
+  serialized->reserve(total);
+  for (const std::string& value : values) {
+    if (value.size() > std::numeric_limits<uint32_t>::max())
+      return Invalid("input '" + tensor.name + "': a BYTES element is over 4 GiB");
+    const uint32_t length = static_cast<uint32_t>(value.size());
+    serialized->append(reinterpret_cast<const char*>(&length), 4);
+    serialized->append(value);
+  }
+  tensor.byte_size = serialized->size();
+  tensor.data = AliasData(serialized, serialized->data());
+  return tensor;
+}
+
+StatusOr<Tensor> FromContents(Tensor tensor, const InferTensorContents& contents) {
+  // No allocation happens before the value count matches the shape, so a huge shape with few
+  // values is refused without reserving memory for it.
+  auto counted = ElementCount(tensor.shape);
+  if (!counted.ok()) return counted.status().WithPrefix("input '" + tensor.name + "'");
+  const int64_t n = *counted;
+  switch (tensor.dtype) {
+    case DataType::kBool:
+      return FromTypedValues<bool>(std::move(tensor), contents.bool_contents(), n, "bool_contents");
+    case DataType::kInt8:
+      return FromTypedValues<int8_t>(std::move(tensor), contents.int_contents(), n, "int_contents");
+    case DataType::kInt16:
+      return FromTypedValues<int16_t>(std::move(tensor), contents.int_contents(), n, "int_contents");
+    case DataType::kInt32:
+      return FromTypedValues<int32_t>(std::move(tensor), contents.int_contents(), n, "int_contents");
+    case DataType::kInt64:
+      return FromTypedValues<int64_t>(std::move(tensor), contents.int64_contents(), n, "int64_contents");
+    case DataType::kUint8:
+      return FromTypedValues<uint8_t>(std::move(tensor), contents.uint_contents(), n, "uint_contents");
+    case DataType::kUint16:
+      return FromTypedValues<uint16_t>(std::move(tensor), contents.uint_contents(), n, "uint_contents");
+    case DataType::kUint32:
+      return FromTypedValues<uint32_t>(std::move(tensor), contents.uint_contents(), n, "uint_contents");
+    case DataType::kUint64:
+      return FromTypedValues<uint64_t>(std::move(tensor), contents.uint64_contents(), n, "uint64_contents");
+    case DataType::kFp32:
+      return FromTypedValues<float>(std::move(tensor), contents.fp32_contents(), n, "fp32_contents");
+    case DataType::kFp64:
+      return FromTypedValues<double>(std::move(tensor), contents.fp64_contents(), n, "fp64_contents");
+    case DataType::kBytes:
+      return FromBytesValues(std::move(tensor), contents, n);
+    default:
+      return Invalid("input '" + tensor.name + "': " + std::string(DataTypeName(tensor.dtype)) +
+                     " has no typed contents field; send it in raw_input_contents");
+  }
+}
+
+// Points the tensor into the message's raw bytes. std::string storage is malloc-aligned except for
+// short strings kept inside the string object, which are copied when misaligned for the type.
+Tensor FromRaw(Tensor tensor, const std::shared_ptr<const ModelInferRequest>& message, const std::string& raw) {
+  tensor.byte_size = raw.size();
+  const size_t alignment = std::max<size_t>(1, DataTypeSize(tensor.dtype));
+  if (reinterpret_cast<uintptr_t>(raw.data()) % alignment == 0) {
+    tensor.data = AliasData(message, raw.data());
+    return tensor;
+  }
+  MutableBuffer aligned = AllocateBuffer(raw.size());
+  std::memcpy(aligned.get(), raw.data(), raw.size());
+  tensor.data = AliasData(aligned.memory, aligned.get());
+  return tensor;
+}
+
+StatusOr<Tensor> ParseInputHeader(const ModelInferRequest::InferInputTensor& input) {
+  if (input.name().empty()) return Invalid("an input has no name");
+  Tensor tensor;
+  tensor.name = input.name();
+  tensor.dtype = DataTypeFromName(input.datatype());
+  if (tensor.dtype == DataType::kInvalid)
+    return Invalid("input '" + tensor.name + "': unknown datatype '" + input.datatype() + "'");
+  for (int64_t dim : input.shape()) {
+    if (dim < 0) return Invalid("input '" + tensor.name + "': shape dims must be non-negative");
+    tensor.shape.push_back(dim);
+  }
+  return tensor;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<InferRequest>> ParseModelInferRequest(
+    std::shared_ptr<const inference::ModelInferRequest> message) {
+  auto request = std::make_unique<InferRequest>();
+  request->model_name = message->model_name();
+  if (request->model_name.empty()) return Invalid("model_name is empty");
+  if (!message->model_version().empty()) {
+    ASSIGN_OR_RETURN(request->model_version, ParseModelVersion(message->model_version()));
+  }
+  request->id = message->id();
+  RETURN_IF_ERROR(ParseRequestParameters(message->parameters(), request.get()));
+  if (message->inputs().empty()) return Invalid("the request has no inputs");
+  const bool raw = !message->raw_input_contents().empty();
+  if (raw && message->raw_input_contents_size() != message->inputs_size()) {
+    return Invalid("raw_input_contents has " + std::to_string(message->raw_input_contents_size()) +
+                   " entries for " + std::to_string(message->inputs_size()) + " inputs");
+  }
+  request->inputs.reserve(message->inputs_size());
+  for (int i = 0; i < message->inputs_size(); ++i) {
+    const auto& input = message->inputs(i);
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInputHeader(input));
+    if (raw) {
+      if (input.has_contents()) {
+        return Invalid("input '" + tensor.name +
+                       "': contents must be empty when raw_input_contents is used");
+      }
+      request->inputs.push_back(FromRaw(std::move(tensor), message, message->raw_input_contents(i)));
+    } else {
+      ASSIGN_OR_RETURN(Tensor parsed, FromContents(std::move(tensor), input.contents()));
+      request->inputs.push_back(std::move(parsed));
+    }
+  }
+  for (const auto& output : message->outputs()) {
+    if (output.name().empty()) return Invalid("a requested output has no name");
+    request->requested_outputs.push_back(output.name());
+  }
+  return request;
+}
+
+void EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out) {
+  out->set_model_name(response.model_name);
+  out->set_model_version(std::to_string(response.model_version));
+  out->set_id(response.id);
+  for (const Tensor& tensor : response.outputs) {
+    auto* output = out->add_outputs();
+    output->set_name(tensor.name);
+    const std::string_view datatype = DataTypeName(tensor.dtype);
+    output->set_datatype(datatype.data(), datatype.size());
+    for (int64_t dim : tensor.shape) output->add_shape(dim);
+    out->add_raw_output_contents()->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
+  }
+}
+
+}  // namespace inferd

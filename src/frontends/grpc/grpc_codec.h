@@ -1,0 +1,23 @@
+// KServe v2 gRPC messages <-> the server's request and response types. Pure functions over
+// messages, so they are unit tested and fuzzed without a server.
+#pragma once
+
+#include <memory>
+
+#include "common/infer_request.h"
+#include "grpc_service.pb.h"
+
+namespace inferd {
+
+// Tensors given in raw_input_contents point into `message` (no copy), which therefore stays alive
+// as long as any of them. Bad structure (unknown datatype, negative dims, contents that do not
+// match the shape, raw and typed contents mixed) is INVALID_ARGUMENT; what depends on the model
+// (names, datatypes, batch size) is checked later by the core, as for every frontend.
+StatusOr<std::unique_ptr<InferRequest>> ParseModelInferRequest(
+    std::shared_ptr<const inference::ModelInferRequest> message);
+
+// Every output travels in raw_output_contents, as Triton answers: one copy from the tensor into
+// the message, and no per-element work.
+void EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out);
+
+}  // namespace inferd
