@@ -94,3 +94,20 @@ def fresh_server(repository):
     yield start
     for process in processes:
         process.kill()
+
+
+@pytest.fixture(scope="session")
+def grpc_stubs(tmp_path_factory):
+    """Python stubs made at test time from our protos by protoc + grpc_python_plugin, as any client
+    of the public grpc_service.proto would make them: (messages, services, health, health_services)."""
+    import importlib
+    import subprocess
+    out = tmp_path_factory.mktemp("grpc_stubs")
+    proto_dir = Path(__file__).resolve().parents[2] / "proto"
+    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
+                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
+                    *(str(proto_dir / name) for name in ("model_config.proto", "grpc_service.proto", "health.proto"))],
+                   check=True)
+    sys.path.insert(0, str(out))
+    return tuple(importlib.import_module(name) for name in
+                 ("grpc_service_pb2", "grpc_service_pb2_grpc", "health_pb2", "health_pb2_grpc"))

@@ -207,7 +207,8 @@ void EncodeModelInferResponse(const InferResponse& response, inference::ModelInf
     const std::string_view datatype = DataTypeName(tensor.dtype);
     output->set_datatype(datatype.data(), datatype.size());
     for (int64_t dim : tensor.shape) output->add_shape(dim);
-    out->add_raw_output_contents()->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
+    std::string* raw = out->add_raw_output_contents();
+    if (tensor.byte_size > 0) raw->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
   }
 }
 

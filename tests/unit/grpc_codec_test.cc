@@ -1,0 +1,195 @@
+#include "frontends/grpc/grpc_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace inferd {
+namespace {
+
+using inference::ModelInferRequest;
+
+ModelInferRequest::InferInputTensor* AddInput(ModelInferRequest* request, const std::string& name,
+                                             const std::string& datatype, Shape shape) {
+  auto* input = request->add_inputs();
+  input->set_name(name);
+  input->set_datatype(datatype);
+  for (int64_t dim : shape) input->add_shape(dim);
+  return input;
+}
+
+ModelInferRequest Request() {
+  ModelInferRequest request;
+  request.set_model_name("m");
+  return request;
+}
+
+StatusOr<std::unique_ptr<InferRequest>> Parse(const ModelInferRequest& request) {
+  return ParseModelInferRequest(std::make_shared<const ModelInferRequest>(request));
+}
+
+std::string ErrorOf(const ModelInferRequest& request) {
+  auto parsed = Parse(request);
+  return parsed.ok() ? "" : parsed.status().message();
+}
+
+TEST(GrpcCodecTest, RawInputsPointIntoTheMessage) {
+  ModelInferRequest request = Request();
+  request.set_model_version("2");
+  request.set_id("r1");
+  AddInput(&request, "x", "FP32", {2, 3});
+  std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  request.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values.data()), 24));
+  auto message = std::make_shared<const ModelInferRequest>(request);
+  auto parsed = ParseModelInferRequest(message);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const InferRequest& r = **parsed;
+  EXPECT_EQ(r.model_name, "m");
+  EXPECT_EQ(r.model_version, 2);
+  EXPECT_EQ(r.id, "r1");
+  ASSERT_EQ(r.inputs.size(), 1u);
+  EXPECT_EQ(r.inputs[0].shape, (Shape{2, 3}));
+  EXPECT_EQ(r.inputs[0].byte_size, 24u);
+  EXPECT_EQ(r.inputs[0].values<float>()[5], 6.0f);
+  // Zero copy: the tensor is the message's own bytes, kept alive by the tensor.
+  EXPECT_EQ(static_cast<const void*>(r.inputs[0].data.get()),
+            static_cast<const void*>(message->raw_input_contents(0).data()));
+  std::weak_ptr<const ModelInferRequest> weak = message;
+  message.reset();
+  EXPECT_FALSE(weak.expired());
+}
+
+TEST(GrpcCodecTest, TypedContentsOfEveryFamily) {
+  ModelInferRequest request = Request();
+  AddInput(&request, "b", "BOOL", {2})->mutable_contents()->add_bool_contents(true);
+  request.mutable_inputs(0)->mutable_contents()->add_bool_contents(false);
+  auto* i8 = AddInput(&request, "i8", "INT8", {1})->mutable_contents();
+  i8->add_int_contents(-7);
+  auto* i64 = AddInput(&request, "i64", "INT64", {1})->mutable_contents();
+  i64->add_int64_contents(int64_t{1} << 40);
+  auto* u16 = AddInput(&request, "u16", "UINT16", {1})->mutable_contents();
+  u16->add_uint_contents(65535);
+  auto* u64 = AddInput(&request, "u64", "UINT64", {1})->mutable_contents();
+  u64->add_uint64_contents(~uint64_t{0});
+  auto* f32 = AddInput(&request, "f32", "FP32", {1})->mutable_contents();
+  f32->add_fp32_contents(1.5f);
+  auto* f64 = AddInput(&request, "f64", "FP64", {1})->mutable_contents();
+  f64->add_fp64_contents(-2.25);
+  auto* s = AddInput(&request, "s", "BYTES", {2})->mutable_contents();
+  s->add_bytes_contents("hi");
+  s->add_bytes_contents("");
+  auto parsed = Parse(request);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto& inputs = (*parsed)->inputs;
+  EXPECT_EQ(inputs[0].values<uint8_t>()[0], 1);
+  EXPECT_EQ(inputs[0].values<uint8_t>()[1], 0);
+  EXPECT_EQ(inputs[1].values<int8_t>()[0], -7);
+  EXPECT_EQ(inputs[2].values<int64_t>()[0], int64_t{1} << 40);
+  EXPECT_EQ(inputs[3].values<uint16_t>()[0], 65535);
+  EXPECT_EQ(inputs[4].values<uint64_t>()[0], ~uint64_t{0});
+  EXPECT_EQ(inputs[5].values<float>()[0], 1.5f);
+  EXPECT_EQ(inputs[6].values<double>()[0], -2.25);
+  // BYTES: each element a 4-byte little-endian length, then its bytes.
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(inputs[7].data.get()), inputs[7].byte_size),
+            std::string("\x02\0\0\0hi\0\0\0\0", 10));
+}
+
+TEST(GrpcCodecTest, RefusesValuesTheTypeCannotHold) {
+  ModelInferRequest request = Request();
+  AddInput(&request, "x", "INT8", {1})->mutable_contents()->add_int_contents(300);
+  EXPECT_NE(ErrorOf(request).find("out of range for INT8"), std::string::npos) << ErrorOf(request);
+}
+
+TEST(GrpcCodecTest, StructuralErrorsAreInvalidArgument) {
+  struct Case {
+    const char* what;
+    std::function<void(ModelInferRequest*)> change;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {"no model", [](ModelInferRequest* r) { r->clear_model_name(); }, "model_name is empty"},
+      {"bad version", [](ModelInferRequest* r) { r->set_model_version("x1"); }, "not a positive integer"},
+      {"zero version", [](ModelInferRequest* r) { r->set_model_version("0"); }, "not a positive integer"},
+      {"no inputs", [](ModelInferRequest* r) { r->clear_inputs(); }, "no inputs"},
+      {"unknown type", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_datatype("FP8"); },
+       "unknown datatype 'FP8'"},
+      {"negative dim", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_shape(0, -1); }, "non-negative"},
+      {"too few values", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_shape(0, 3); },
+       "needs 3 values, contents.fp32_contents has 2"},
+      {"wrong field", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_datatype("INT32"); },
+       "contents.int_contents has 0"},
+      {"huge shape", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_shape(0, int64_t{1} << 62); },
+       "input 'x'"},
+      {"fp16 typed", [](ModelInferRequest* r) { r->mutable_inputs(0)->set_datatype("FP16"); },
+       "send it in raw_input_contents"},
+      {"raw count", [](ModelInferRequest* r) { r->add_raw_input_contents("abcdefgh"); r->add_raw_input_contents(""); },
+       "raw_input_contents has 2 entries for 1 inputs"},
+      {"raw and typed", [](ModelInferRequest* r) { r->add_raw_input_contents("abcdefgh"); },
+       "contents must be empty when raw_input_contents is used"},
+      {"unnamed output", [](ModelInferRequest* r) { r->add_outputs(); }, "requested output has no name"},
+      {"string priority",
+       [](ModelInferRequest* r) { (*r->mutable_parameters())["priority"].set_string_param("high"); },
+       "parameter 'priority'"},
+      {"negative timeout",
+       [](ModelInferRequest* r) { (*r->mutable_parameters())["timeout"].set_int64_param(-5); },
+       "parameter 'timeout'"},
+  };
+  for (const Case& c : cases) {
+    ModelInferRequest request = Request();
+    auto* contents = AddInput(&request, "x", "FP32", {2})->mutable_contents();
+    contents->add_fp32_contents(1);
+    contents->add_fp32_contents(2);
+    ASSERT_EQ(ErrorOf(request), "");
+    c.change(&request);
+    auto parsed = Parse(request);
+    ASSERT_FALSE(parsed.ok()) << c.what;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_NE(parsed.status().message().find(c.expected), std::string::npos)
+        << c.what << ": " << parsed.status().message();
+  }
+}
+
+TEST(GrpcCodecTest, ReadsPriorityTimeoutAndRequestedOutputs) {
+  ModelInferRequest request = Request();
+  AddInput(&request, "x", "FP32", {1})->mutable_contents()->add_fp32_contents(1);
+  (*request.mutable_parameters())["priority"].set_uint64_param(2);
+  (*request.mutable_parameters())["timeout"].set_int64_param(5000);
+  (*request.mutable_parameters())["something_else"].set_bool_param(true);  // ignored, as Triton does
+  request.add_outputs()->set_name("y");
+  auto parsed = Parse(request);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ((*parsed)->priority, 2u);
+  EXPECT_EQ((*parsed)->timeout_us, 5000u);
+  EXPECT_EQ((*parsed)->requested_outputs, std::vector<std::string>{"y"});
+}
+
+TEST(GrpcCodecTest, EncodesOutputsRaw) {
+  InferResponse response;
+  response.model_name = "m";
+  response.model_version = 3;
+  response.id = "r9";
+  auto values = std::make_shared<std::vector<int32_t>>(std::vector<int32_t>{1, -2, 3, -4});
+  Tensor y{.name = "y", .dtype = DataType::kInt32, .shape = {2, 2}};
+  y.data = AliasData(values, values->data());
+  y.byte_size = 16;
+  response.outputs.push_back(y);
+  Tensor empty{.name = "e", .dtype = DataType::kFp32, .shape = {0}};
+  response.outputs.push_back(empty);
+  inference::ModelInferResponse out;
+  EncodeModelInferResponse(response, &out);
+  EXPECT_EQ(out.model_name(), "m");
+  EXPECT_EQ(out.model_version(), "3");
+  EXPECT_EQ(out.id(), "r9");
+  ASSERT_EQ(out.outputs_size(), 2);
+  EXPECT_EQ(out.outputs(0).datatype(), "INT32");
+  EXPECT_EQ(out.outputs(0).shape_size(), 2);
+  ASSERT_EQ(out.raw_output_contents_size(), 2);
+  ASSERT_EQ(out.raw_output_contents(0).size(), 16u);
+  int32_t last = 0;
+  std::memcpy(&last, out.raw_output_contents(0).data() + 12, 4);
+  EXPECT_EQ(last, -4);
+  EXPECT_TRUE(out.raw_output_contents(1).empty());
+}
+
+}  // namespace
+}  // namespace inferd
