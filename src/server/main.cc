@@ -6,6 +6,8 @@
 #include <csignal>
 #include <thread>
 
+#include "server/bench_command.h"
+#include "server/client_commands.h"
 #include "server/run_command.h"
 #include "server/serve_command.h"
 
@@ -18,8 +20,21 @@ int main(int argc, char** argv) {
   inferd::RunFlags run_flags;
   CLI::App* run = app.add_subcommand("run", "Run an ONNX model offline: outputs as .npy, latency and throughput");
   inferd::AddRunFlags(run, &run_flags);
+  inferd::InferFlags infer_flags;
+  CLI::App* infer = app.add_subcommand("infer", "Send one inference request to a server (HTTP or gRPC)");
+  inferd::AddInferFlags(infer, &infer_flags);
+  inferd::ModelsFlags models_flags;
+  CLI::App* models = app.add_subcommand("models", "List a server's models, versions and states");
+  inferd::AddModelsFlags(models, &models_flags);
+  inferd::BenchFlags bench_flags;
+  CLI::App* bench = app.add_subcommand("bench", "Load-test a model on a server: throughput, latency percentiles, "
+                                                "server queue/compute split");
+  inferd::AddBenchFlags(bench, &bench_flags);
   CLI11_PARSE(app, argc, argv);
   if (serve->parsed()) return inferd::RunServe(serve_flags);
   if (run->parsed()) return inferd::RunRun(run_flags);
+  if (infer->parsed()) return inferd::RunInfer(infer_flags);
+  if (models->parsed()) return inferd::RunModels(models_flags);
+  if (bench->parsed()) return inferd::RunBench(bench_flags);
   return 0;
 }

@@ -130,7 +130,8 @@ StatusOr<Tensor> FromContents(Tensor tensor, const InferTensorContents& contents
 
 // Points the tensor into the message's raw bytes. std::string storage is malloc-aligned except for
 // short strings kept inside the string object, which are copied when misaligned for the type.
-Tensor FromRaw(Tensor tensor, const std::shared_ptr<const ModelInferRequest>& message, const std::string& raw) {
+template <typename Message>
+Tensor FromRaw(Tensor tensor, const std::shared_ptr<const Message>& message, const std::string& raw) {
   tensor.byte_size = raw.size();
   const size_t alignment = std::max<size_t>(1, DataTypeSize(tensor.dtype));
   if (reinterpret_cast<uintptr_t>(raw.data()) % alignment == 0) {
@@ -143,7 +144,8 @@ Tensor FromRaw(Tensor tensor, const std::shared_ptr<const ModelInferRequest>& me
   return tensor;
 }
 
-StatusOr<Tensor> ParseInputHeader(const ModelInferRequest::InferInputTensor& input) {
+template <typename TensorMessage>
+StatusOr<Tensor> ParseInputHeader(const TensorMessage& input) {
   if (input.name().empty()) return Invalid("an input has no name");
   Tensor tensor;
   tensor.name = input.name();
@@ -210,6 +212,47 @@ void EncodeModelInferResponse(const InferResponse& response, inference::ModelInf
     std::string* raw = out->add_raw_output_contents();
     if (tensor.byte_size > 0) raw->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
   }
+}
+
+void EncodeModelInferRequest(const InferRequest& request, inference::ModelInferRequest* out) {
+  out->set_model_name(request.model_name);
+  if (request.model_version > 0) out->set_model_version(std::to_string(request.model_version));
+  out->set_id(request.id);
+  if (request.priority > 0) (*out->mutable_parameters())["priority"].set_uint64_param(request.priority);
+  if (request.timeout_us > 0) (*out->mutable_parameters())["timeout"].set_uint64_param(request.timeout_us);
+  for (const Tensor& tensor : request.inputs) {
+    auto* input = out->add_inputs();
+    input->set_name(tensor.name);
+    const std::string_view datatype = DataTypeName(tensor.dtype);
+    input->set_datatype(datatype.data(), datatype.size());
+    for (int64_t dim : tensor.shape) input->add_shape(dim);
+    std::string* raw = out->add_raw_input_contents();
+    if (tensor.byte_size > 0) raw->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
+  }
+  for (const std::string& name : request.requested_outputs) out->add_outputs()->set_name(name);
+}
+
+StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference::ModelInferResponse> message) {
+  InferResponse response;
+  response.model_name = message->model_name();
+  if (!message->model_version().empty()) {
+    ASSIGN_OR_RETURN(response.model_version, ParseModelVersion(message->model_version()));
+  }
+  response.id = message->id();
+  const bool raw = !message->raw_output_contents().empty();
+  if (raw && message->raw_output_contents_size() != message->outputs_size())
+    return Invalid("the response has " + std::to_string(message->raw_output_contents_size()) +
+                   " raw_output_contents for " + std::to_string(message->outputs_size()) + " outputs");
+  for (int i = 0; i < message->outputs_size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInputHeader(message->outputs(i)));
+    if (raw) {
+      response.outputs.push_back(FromRaw(std::move(tensor), message, message->raw_output_contents(i)));
+    } else {
+      ASSIGN_OR_RETURN(Tensor parsed, FromContents(std::move(tensor), message->outputs(i).contents()));
+      response.outputs.push_back(std::move(parsed));
+    }
+  }
+  return response;
 }
 
 }  // namespace inferd

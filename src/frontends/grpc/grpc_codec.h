@@ -20,4 +20,9 @@ StatusOr<std::unique_ptr<InferRequest>> ParseModelInferRequest(
 // the message, and no per-element work.
 void EncodeModelInferResponse(const InferResponse& response, inference::ModelInferResponse* out);
 
+// The client's side: inputs travel raw; requested outputs, priority and timeout as parameters.
+void EncodeModelInferRequest(const InferRequest& request, inference::ModelInferRequest* out);
+// Raw outputs point into `message` (no copy); typed contents are accepted too (other servers).
+StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference::ModelInferResponse> message);
+
 }  // namespace inferd

@@ -40,4 +40,32 @@ inline grpc::Status ToGrpcStatus(const Status& status) {
   return grpc::Status(GrpcCodeFor(status.code()), status.message());
 }
 
+// The inverse, for the client: a server's gRPC status as the Status it meant.
+inline Status FromGrpcStatus(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:
+      return Status::Ok();
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return Status::InvalidArgument(status.error_message());
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return Status::FailedPrecondition(status.error_message());
+    case grpc::StatusCode::NOT_FOUND:
+      return Status::NotFound(status.error_message());
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return Status::AlreadyExists(status.error_message());
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return Status::ResourceExhausted(status.error_message());
+    case grpc::StatusCode::UNAVAILABLE:
+      return Status::Unavailable(status.error_message());
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return Status::DeadlineExceeded(status.error_message());
+    case grpc::StatusCode::CANCELLED:
+      return Status::Cancelled(status.error_message());
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return Status::Unimplemented(status.error_message());
+    default:
+      return Status::Internal(status.error_message());
+  }
+}
+
 }  // namespace inferd

@@ -318,6 +318,108 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputE
   return encoded;
 }
 
+EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  if (!request.id.empty()) {
+    w.Key("id");
+    w.String(request.id.c_str(), static_cast<rapidjson::SizeType>(request.id.size()));
+  }
+  w.Key("parameters");
+  w.StartObject();
+  if (request.priority > 0) {
+    w.Key("priority");
+    w.Uint(request.priority);
+  }
+  if (request.timeout_us > 0) {
+    w.Key("timeout");
+    w.Uint64(request.timeout_us);
+  }
+  w.Key("binary_data_output");
+  w.Bool(binary);
+  w.EndObject();
+  w.Key("inputs");
+  w.StartArray();
+  for (const Tensor& tensor : request.inputs) {
+    w.StartObject();
+    w.Key("name");
+    w.String(tensor.name.c_str(), static_cast<rapidjson::SizeType>(tensor.name.size()));
+    w.Key("datatype");
+    w.String(DataTypeName(tensor.dtype).data());
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t dim : tensor.shape) w.Int64(dim);
+    w.EndArray();
+    if (binary) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Uint64(tensor.byte_size);
+      w.EndObject();
+    } else {
+      w.Key("data");
+      WriteJsonData(tensor, w);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  if (!request.requested_outputs.empty()) {
+    w.Key("outputs");
+    w.StartArray();
+    for (const std::string& name : request.requested_outputs) {
+      w.StartObject();
+      w.Key("name");
+      w.String(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data");
+      w.Bool(binary);
+      w.EndObject();
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndObject();
+  EncodedRequest encoded;
+  if (!binary) {
+    encoded.body.assign(buffer.GetString(), buffer.GetSize());
+    return encoded;
+  }
+  size_t total = buffer.GetSize();
+  for (const Tensor& tensor : request.inputs) total += tensor.byte_size;
+  encoded.body.reserve(total);
+  encoded.body.assign(buffer.GetString(), buffer.GetSize());
+  encoded.json_length = buffer.GetSize();
+  for (const Tensor& tensor : request.inputs) {
+    if (tensor.byte_size > 0) encoded.body.append(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
+  }
+  return encoded;
+}
+
+StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> body,
+                                           std::optional<size_t> json_length) {
+  const size_t json_size = json_length.value_or(body->size());
+  if (json_size > body->size()) return Invalid("Inference-Header-Content-Length is larger than the body");
+  rapidjson::Document doc;
+  doc.Parse(body->data(), json_size);
+  if (doc.HasParseError() || !doc.IsObject()) return Invalid("the response is not a JSON object");
+  InferResponse response;
+  if (auto name = doc.FindMember("model_name"); name != doc.MemberEnd() && name->value.IsString())
+    response.model_name = name->value.GetString();
+  if (auto version = doc.FindMember("model_version"); version != doc.MemberEnd() && version->value.IsString())
+    response.model_version = std::strtoll(version->value.GetString(), nullptr, 10);
+  if (auto id = doc.FindMember("id"); id != doc.MemberEnd() && id->value.IsString()) response.id = id->value.GetString();
+  auto outputs = doc.FindMember("outputs");
+  if (outputs == doc.MemberEnd() || !outputs->value.IsArray()) return Invalid("the response has no 'outputs' array");
+  BinaryCursor cursor{body, json_size};
+  for (const auto& output : outputs->value.GetArray()) {
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInput(output, cursor, json_size));
+    response.outputs.push_back(std::move(tensor));
+  }
+  return response;
+}
+
 std::string ErrorJson(std::string_view message) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

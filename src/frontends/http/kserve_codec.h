@@ -36,6 +36,18 @@ struct EncodedResponse {
 
 EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputEncoding& encoding);
 
+// The client's side of the same protocol (client/ and `inferd infer|bench`).
+struct EncodedRequest {
+  std::string body;
+  std::optional<size_t> json_length;  // set when binary tensors follow the JSON
+};
+// `binary`: every input travels in the binary extension and every output is asked for in binary;
+// otherwise all is JSON arrays.
+EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary);
+// Binary outputs point into `body` (no copy).
+StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> body,
+                                           std::optional<size_t> json_length);
+
 // {"error": "..."} with the message escaped.
 std::string ErrorJson(std::string_view message);
 

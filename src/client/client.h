@@ -1,0 +1,95 @@
+// inferd's client library: the KServe v2 protocol over HTTP (JSON or the binary tensor extension)
+// or gRPC, behind one interface. It speaks the public protocol only, so it works against Triton
+// too. Requests and responses are the server's own types (common/infer_request.h): a tensor is a
+// name, datatype, shape and raw little-endian bytes (BYTES: 4-byte length, then bytes, per element).
+//
+//   auto client = inferd::client::Connect({.url = "localhost:8001", .protocol = Protocol::kGrpc});
+//   InferRequest request{.model_name = "add_sub", .inputs = {...}};
+//   StatusOr<InferResponse> response = (*client)->Infer(request);
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/infer_request.h"
+#include "common/status.h"
+
+namespace inferd::client {
+
+enum class Protocol { kHttp, kGrpc };
+
+struct ClientOptions {
+  std::string url = "localhost:8000";  // host:port, with or without http://
+  Protocol protocol = Protocol::kHttp;
+  // HTTP only: send and ask for tensors in the binary extension (false: plain JSON arrays).
+  bool binary = true;
+  // Per call; 0 for none. Over gRPC it is the call's deadline, which the server honours by
+  // dropping a request still queued when it passes.
+  std::chrono::milliseconds timeout{0};
+  // InferAsync: HTTP runs this many connections (each a thread waiting on its socket); gRPC needs
+  // no threads of its own and ignores it.
+  int async_connections = 4;
+};
+
+struct TensorMetadata {
+  std::string name;
+  std::string datatype;
+  std::vector<int64_t> shape;  // -1: any size
+};
+
+struct ModelMetadata {
+  std::string name;
+  std::vector<std::string> versions;
+  std::string platform;
+  std::vector<TensorMetadata> inputs, outputs;
+};
+
+struct RepositoryEntry {
+  std::string name;
+  std::string version;  // empty when the model has no loaded version
+  std::string state;    // READY, UNAVAILABLE, or empty when never loaded
+  std::string reason;
+};
+
+// The server-side split of one model version's time, from its statistics.
+struct ModelStatistics {
+  std::string name;
+  std::string version;
+  uint64_t inference_count = 0;
+  uint64_t execution_count = 0;
+  uint64_t success_count = 0, success_ns = 0;
+  uint64_t queue_count = 0, queue_ns = 0;
+  uint64_t compute_input_ns = 0, compute_infer_ns = 0, compute_output_ns = 0;
+};
+
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  virtual StatusOr<bool> ServerLive() = 0;
+  virtual StatusOr<bool> ServerReady() = 0;
+  // version 0: whichever the server picks.
+  virtual StatusOr<bool> ModelReady(const std::string& model, int64_t version = 0) = 0;
+  virtual StatusOr<ModelMetadata> GetModelMetadata(const std::string& model, int64_t version = 0) = 0;
+  // Every loaded version of `model` when version is 0.
+  virtual StatusOr<std::vector<ModelStatistics>> GetModelStatistics(const std::string& model,
+                                                                    int64_t version = 0) = 0;
+  virtual StatusOr<std::vector<RepositoryEntry>> GetRepositoryIndex() = 0;
+  virtual Status LoadModel(const std::string& model) = 0;
+  virtual Status UnloadModel(const std::string& model) = 0;
+
+  // Blocks until the answer (or the timeout). A server error comes back as its Status: the HTTP
+  // status or gRPC code is mapped back to the StatusCode the server meant.
+  virtual StatusOr<InferResponse> Infer(const InferRequest& request) = 0;
+  // Returns at once; `done` runs exactly once, on a client thread. The request is copied first,
+  // so the caller's may go away.
+  virtual void InferAsync(const InferRequest& request, InferCallback done) = 0;
+};
+
+StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+}  // namespace inferd::client

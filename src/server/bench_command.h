@@ -1,0 +1,36 @@
+// `inferd bench`: a load generator in the spirit of Triton's perf_analyzer. Closed loop (a sweep
+// of concurrency levels, each a set of threads sending back to back) or open loop (requests at
+// Poisson-distributed times at a given rate, latency counted from the intended send time so a
+// slow server cannot hide queueing). Each level warms up, then measures windows until three in a
+// row agree on throughput within 10% (or a window limit), and reports throughput, latency
+// percentiles, errors, and the server's own queue/compute split from the model's statistics.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/client_commands.h"
+
+namespace inferd {
+
+struct BenchFlags {
+  ConnectionFlags connection;
+  std::string model;
+  int64_t version = 0;
+  std::string concurrency = "1";  // N, or FROM:TO:xFACTOR (1:64:x2 = 1,2,4,...,64)
+  double request_rate = 0;        // > 0: open loop at this many requests per second
+  double duration_s = 0;          // > 0: one measurement of this length per level, no stability search
+  int window_ms = 2000;
+  int max_windows = 10;
+  int warmup_ms = 1000;
+  int64_t batch_size = 1;
+  std::vector<std::string> shapes;
+  std::string input_data = "random";  // random | zero | FILE.npy (single-input models) or DIR/NAME.npy
+  std::string format = "table";       // table | csv | json
+  bool json_tensors = false;
+};
+
+void AddBenchFlags(CLI::App* command, BenchFlags* flags);
+int RunBench(const BenchFlags& flags);
+
+}  // namespace inferd

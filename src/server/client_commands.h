@@ -1,0 +1,41 @@
+// `inferd infer` and `inferd models`: the client library from the command line, against any
+// KServe v2 server (inferd or Triton) over HTTP or gRPC.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace inferd {
+
+struct ConnectionFlags {
+  std::string url;  // default by protocol: localhost:8000 (http), localhost:8001 (grpc)
+  std::string protocol = "http";
+  int timeout_ms = 0;
+};
+
+struct InferFlags {
+  ConnectionFlags connection;
+  std::string model;
+  int64_t version = 0;
+  std::vector<std::string> inputs;  // NAME=FILE.npy|FILE.json
+  std::vector<std::string> shapes;  // NAME:d1,d2 for inputs not given (random data)
+  std::vector<std::string> outputs;
+  std::string output_dir;
+  bool json_tensors = false;
+};
+
+struct ModelsFlags {
+  ConnectionFlags connection;
+};
+
+void AddConnectionFlags(CLI::App* command, ConnectionFlags* flags);
+void AddInferFlags(CLI::App* command, InferFlags* flags);
+void AddModelsFlags(CLI::App* command, ModelsFlags* flags);
+int RunInfer(const InferFlags& flags);
+int RunModels(const ModelsFlags& flags);
+
+}  // namespace inferd
