@@ -193,3 +193,40 @@ TEST(GrpcCodecTest, EncodesOutputsRaw) {
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+// The client's side of the codec against the server's.
+TEST(GrpcClientCodecTest, RequestAndResponseRoundTrip) {
+  auto values = std::make_shared<std::vector<float>>(std::vector<float>{1.5f, -2.5f});
+  Tensor x{.name = "x", .dtype = DataType::kFp32, .shape = {1, 2}};
+  x.data = AliasData(values, values->data());
+  x.byte_size = 8;
+  InferRequest request{.model_name = "m", .model_version = 3, .id = "q", .priority = 1, .timeout_us = 77};
+  request.inputs = {x};
+  request.requested_outputs = {"y"};
+  auto message = std::make_shared<inference::ModelInferRequest>();
+  EncodeModelInferRequest(request, message.get());
+  auto parsed = ParseModelInferRequest(message);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ((*parsed)->model_version, 3);
+  EXPECT_EQ((*parsed)->priority, 1u);
+  EXPECT_EQ((*parsed)->timeout_us, 77u);
+  EXPECT_EQ((*parsed)->requested_outputs, std::vector<std::string>{"y"});
+  EXPECT_EQ((*parsed)->inputs[0].values<float>()[1], -2.5f);
+
+  InferResponse response{.model_name = "m", .model_version = 3, .id = "q", .outputs = {x}};
+  auto encoded = std::make_shared<inference::ModelInferResponse>();
+  EncodeModelInferResponse(response, encoded.get());
+  auto back = ParseModelInferResponse(encoded);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->model_version, 3);
+  EXPECT_EQ(back->outputs[0].shape, (Shape{1, 2}));
+  EXPECT_EQ(back->outputs[0].values<float>()[0], 1.5f);
+  encoded->add_raw_output_contents("extra");
+  EXPECT_FALSE(ParseModelInferResponse(encoded).ok());
+}
+
+}  // namespace
+}  // namespace inferd

@@ -178,3 +178,57 @@ TEST(KServeCodecTest, ErrorJsonEscapes) { EXPECT_EQ(ErrorJson("a \"b\""), R"({"e
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+Tensor Int32Tensor(const std::string& name, std::vector<int32_t> values, Shape shape) {
+  auto owned = std::make_shared<std::vector<int32_t>>(std::move(values));
+  Tensor tensor{.name = name, .dtype = DataType::kInt32, .shape = std::move(shape)};
+  tensor.data = AliasData(owned, owned->data());
+  tensor.byte_size = owned->size() * 4;
+  return tensor;
+}
+
+// The client's encoder feeds the server's parser, in both encodings.
+TEST(KServeClientCodecTest, EncodedRequestParsesBack) {
+  InferRequest request{.model_name = "m", .id = "r7", .priority = 2, .timeout_us = 900};
+  request.inputs.push_back(Int32Tensor("a", {1, -2, 3, -4}, {2, 2}));
+  request.requested_outputs = {"y"};
+  for (bool binary : {true, false}) {
+    EncodedRequest encoded = EncodeInferRequest(request, binary);
+    EXPECT_EQ(encoded.json_length.has_value(), binary);
+    auto parsed = ParseInferRequest(std::make_shared<const std::string>(encoded.body), encoded.json_length);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const InferRequest& back = *parsed->request;
+    EXPECT_EQ(back.id, "r7");
+    EXPECT_EQ(back.priority, 2u);
+    EXPECT_EQ(back.timeout_us, 900u);
+    EXPECT_EQ(back.requested_outputs, std::vector<std::string>{"y"});
+    ASSERT_EQ(back.inputs.size(), 1u);
+    EXPECT_EQ(back.inputs[0].shape, (Shape{2, 2}));
+    EXPECT_EQ(back.inputs[0].values<int32_t>()[3], -4);
+    EXPECT_EQ(parsed->encoding.IsBinary("y"), binary);
+  }
+}
+
+// The server's encoder feeds the client's parser, binary and JSON outputs alike.
+TEST(KServeClientCodecTest, EncodedResponseParsesBack) {
+  InferResponse response{.model_name = "m", .model_version = 4, .id = "r1"};
+  response.outputs.push_back(Int32Tensor("y", {5, 6, 7}, {1, 3}));
+  response.outputs.push_back(Int32Tensor("z", {8}, {1, 1}));
+  OutputEncoding encoding{.binary_outputs = {"y"}};
+  EncodedResponse encoded = EncodeInferResponse(response, encoding);
+  auto parsed = ParseInferResponse(std::make_shared<const std::string>(encoded.body), encoded.json_length);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->model_name, "m");
+  EXPECT_EQ(parsed->model_version, 4);
+  EXPECT_EQ(parsed->id, "r1");
+  ASSERT_EQ(parsed->outputs.size(), 2u);
+  EXPECT_EQ(parsed->outputs[0].values<int32_t>()[2], 7);
+  EXPECT_EQ(parsed->outputs[1].values<int32_t>()[0], 8);
+  EXPECT_FALSE(ParseInferResponse(std::make_shared<const std::string>("{\"outputs\": 3}"), std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace inferd
