@@ -2,7 +2,6 @@
 // sockets), the binary tensor extension by default. Connections are pooled, one per concurrent
 // caller; InferAsync feeds a bounded queue served by `async_connections` threads.
 #include <rapidjson/document.h>
-#include <sys/socket.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -55,6 +54,9 @@ Status ErrorFromReply(const HttpReply& reply) {
   return Status(CodeForHttpStatus(reply.status), message);
 }
 
+// One keep-alive connection, used by one caller at a time. Operations are Beast's async ones run
+// to completion on the caller's thread (io_context::run), which is how a blocking call gets a
+// timeout: the stream's expiry cancels them.
 class HttpConnection {
  public:
   HttpConnection(std::string host, std::string port, std::chrono::milliseconds timeout)
@@ -62,37 +64,52 @@ class HttpConnection {
 
   StatusOr<HttpReply> Send(http::verb method, const std::string& target, const std::string& body,
                            std::optional<size_t> json_length) {
-    const bool reused = socket_.is_open();
+    const bool reused = stream_.socket().is_open();
     auto reply = SendOnce(method, target, body, json_length);
     // A kept-alive connection the server closed in the meantime fails before any answer: the
-    // request never reached it, so sending it again on a new connection is safe.
-    if (!reply.ok() && reused && !answered_) reply = SendOnce(method, target, body, json_length);
+    // request never reached it, so sending it again on a new connection is safe. A timeout is
+    // not retried: the server may be working on it.
+    if (!reply.ok() && reused && reply.status().code() == StatusCode::kUnavailable)
+      reply = SendOnce(method, target, body, json_length);
     return reply;
   }
 
  private:
+  void ArmTimer() {
+    if (timeout_.count() > 0) stream_.expires_after(timeout_);
+    else stream_.expires_never();
+  }
+
+  // Runs the operations started on io_ until they are all done.
+  void RunToCompletion() {
+    io_.restart();
+    io_.run();
+  }
+
+  Status Failed(const beast::error_code& error, const char* what) {
+    stream_.close();
+    buffer_.clear();
+    if (error == beast::error::timeout)
+      return Status::DeadlineExceeded(std::string("no answer from ") + host_ + ":" + port_ + " in time (" + what + ")");
+    return Status::Unavailable(std::string(what) + " " + host_ + ":" + port_ + " failed: " + error.message());
+  }
+
   Status Connect() {
     beast::error_code error;
     tcp::resolver resolver(io_);
     auto endpoints = resolver.resolve(host_, port_, error);
-    if (!error) asio::connect(socket_, endpoints, error);
-    if (error) {
-      socket_.close(error);
-      return Status::Unavailable("cannot connect to " + host_ + ":" + port_ + ": " + error.message());
-    }
-    socket_.set_option(tcp::no_delay(true));
-    if (timeout_.count() > 0) {
-      timeval tv{.tv_sec = timeout_.count() / 1000, .tv_usec = (timeout_.count() % 1000) * 1000};
-      setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-      setsockopt(socket_.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    }
+    if (error) return Failed(error, "resolving");
+    ArmTimer();
+    stream_.async_connect(endpoints, [&](const beast::error_code& e, const tcp::endpoint&) { error = e; });
+    RunToCompletion();
+    if (error) return Failed(error, "connecting to");
+    stream_.socket().set_option(tcp::no_delay(true));
     return Status::Ok();
   }
 
   StatusOr<HttpReply> SendOnce(http::verb method, const std::string& target, const std::string& body,
                                std::optional<size_t> json_length) {
-    answered_ = false;
-    if (!socket_.is_open()) RETURN_IF_ERROR(Connect());
+    if (!stream_.socket().is_open()) RETURN_IF_ERROR(Connect());
     http::request<http::string_body> request{method, target, 11};
     request.set(http::field::host, host_);
     request.keep_alive(true);
@@ -102,34 +119,29 @@ class HttpConnection {
       request.body() = body;
       request.prepare_payload();
     }
-    beast::error_code error;
-    http::write(socket_, request, error);
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBytes);
-    if (!error) http::read(socket_, buffer_, parser, error);
-    if (error) {
-      beast::error_code ignored;
-      socket_.close(ignored);
-      buffer_.clear();
-      const bool timed_out = error == asio::error::would_block || error == asio::error::try_again;
-      if (timed_out) return Status::DeadlineExceeded("no answer from " + host_ + ":" + port_ + " in time");
-      return Status::Unavailable("HTTP exchange with " + host_ + ":" + port_ + " failed: " + error.message());
-    }
-    answered_ = true;
+    beast::error_code error;
+    ArmTimer();
+    http::async_write(stream_, request, [&](const beast::error_code& e, size_t) {
+      error = e;
+      if (!e) http::async_read(stream_, buffer_, parser, [&](const beast::error_code& r, size_t) { error = r; });
+    });
+    RunToCompletion();
+    if (error) return Failed(error, "HTTP exchange with");
     auto& response = parser.get();
     HttpReply reply{.status = response.result_int(), .body = std::move(response.body())};
     if (auto it = response.find("Inference-Header-Content-Length"); it != response.end())
       reply.json_length = std::strtoull(std::string(it->value()).c_str(), nullptr, 10);
-    if (!response.keep_alive()) socket_.close(error);
+    if (!response.keep_alive()) stream_.close();
     return reply;
   }
 
   const std::string host_, port_;
   const std::chrono::milliseconds timeout_;
-  asio::io_context io_;
-  tcp::socket socket_{io_};
+  asio::io_context io_{1};
+  beast::tcp_stream stream_{io_};
   beast::flat_buffer buffer_;
-  bool answered_ = false;
 };
 
 std::string ModelPath(const std::string& model, int64_t version) {

@@ -3,6 +3,7 @@ and `bench` commands, against the real server over HTTP and gRPC."""
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +94,11 @@ def test_bench_open_loop_counts_errors(server):
 def test_bench_rejects_a_model_it_cannot_feed(server):
     result = cli("bench", "-u", url(server, "http"), "-m", "identity_fp32", "--window-ms", "200")
     assert result.returncode == 1 and "--shape INPUT0" in result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_client_timeout(server, protocol):
+    started = time.time()
+    result = cli("infer", "-u", url(server, protocol), "-i", protocol, "-m", "slow", "--timeout-ms", "150")
+    assert result.returncode == 1 and "DEADLINE_EXCEEDED" in result.stderr, result.stderr
+    assert time.time() - started < 0.6 + 0.5  # well before the 600 ms execution would have answered
