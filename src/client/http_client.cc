@@ -60,7 +60,11 @@ Status ErrorFromReply(const HttpReply& reply) {
 class HttpConnection {
  public:
   HttpConnection(std::string host, std::string port, std::chrono::milliseconds timeout)
-      : host_(std::move(host)), port_(std::move(port)), timeout_(timeout) {}
+      : host_(std::move(host)), port_(std::move(port)), timeout_(timeout) {
+    // Beast reads at most the buffer's free capacity at a time: room for its largest read (64 KiB)
+    // keeps a large answer from arriving in hundreds of small reads.
+    buffer_.reserve(64 * 1024);
+  }
 
   StatusOr<HttpReply> Send(http::verb method, const std::string& target, const std::string& body,
                            std::optional<size_t> json_length) {

@@ -416,7 +416,6 @@ class GrpcServer::HealthService final : public grpc::health::v1::Health::Callbac
 
 GrpcServer::GrpcServer(GrpcServerOptions options, InferenceServer* server)
     : options_(std::move(options)),
-      server_(server),
       inference_service_(std::make_unique<InferenceService>(server)),
       health_service_(std::make_unique<HealthService>(server)) {}
 

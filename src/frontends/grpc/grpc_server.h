@@ -49,7 +49,6 @@ class GrpcServer {
   class HealthService;
 
   const GrpcServerOptions options_;
-  InferenceServer* server_;
   std::unique_ptr<InferenceService> inference_service_;
   std::unique_ptr<HealthService> health_service_;
   std::unique_ptr<grpc::Server> grpc_server_;

@@ -60,6 +60,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnHeader(error_code ec, size_t) {
     if (ec) return OnReadError(ec);
     auto& request = parser_->get();
+    // Beast reads at most the buffer's free capacity (never under 512 bytes) at a time, and a
+    // fresh buffer is small: a 600 KB body came in ~1000 reads, each re-arming the timer. Room for
+    // 64 KiB (Beast's largest read) makes it ~10; small bodies keep the small buffer.
+    if (auto length = parser_->content_length(); length && *length > kLargeBodyBytes)
+      buffer_.reserve(kLargeBodyReadBytes);
     if (beast::iequals(request[http::field::expect], "100-continue")) {
       // The client waits for this before sending the body; the body limit was already checked
       // against Content-Length, so an oversized upload gets its 413 instead of a 100.
@@ -169,6 +174,9 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
   }
+
+  static constexpr uint64_t kLargeBodyBytes = 16 * 1024;
+  static constexpr size_t kLargeBodyReadBytes = 64 * 1024;
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
