@@ -213,6 +213,46 @@ void WriteJsonData(const Tensor& tensor, JsonWriter& w) {
   w.EndArray();
 }
 
+// One entry of a request's `inputs` or a response's `outputs`: name, datatype, shape, then either
+// parameters.binary_data_size (the bytes follow the JSON) or `data`.
+void WriteTensor(const Tensor& tensor, bool binary, JsonWriter& w) {
+  w.StartObject();
+  w.Key("name");
+  w.String(tensor.name.c_str(), static_cast<rapidjson::SizeType>(tensor.name.size()));
+  w.Key("datatype");
+  w.String(DataTypeName(tensor.dtype).data());
+  w.Key("shape");
+  w.StartArray();
+  for (int64_t dim : tensor.shape) w.Int64(dim);
+  w.EndArray();
+  if (binary) {
+    w.Key("parameters");
+    w.StartObject();
+    w.Key("binary_data_size");
+    w.Uint64(tensor.byte_size);
+    w.EndObject();
+  } else {
+    w.Key("data");
+    WriteJsonData(tensor, w);
+  }
+  w.EndObject();
+}
+
+// The JSON, then each binary tensor's bytes, in one allocation.
+EncodedBody JoinBody(const rapidjson::StringBuffer& json, const std::vector<const Tensor*>& binary) {
+  EncodedBody encoded;
+  size_t total = json.GetSize();
+  for (const Tensor* tensor : binary) total += tensor->byte_size;
+  encoded.body.reserve(total);
+  encoded.body.assign(json.GetString(), json.GetSize());
+  if (binary.empty()) return encoded;
+  encoded.json_length = json.GetSize();
+  for (const Tensor* tensor : binary) {
+    if (tensor->byte_size > 0) encoded.body.append(reinterpret_cast<const char*>(tensor->data.get()), tensor->byte_size);
+  }
+  return encoded;
+}
+
 }  // namespace
 
 bool OutputEncoding::IsBinary(std::string_view name) const {
@@ -278,44 +318,13 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputE
   w.StartArray();
   std::vector<const Tensor*> binary;
   for (const Tensor& tensor : response.outputs) {
-    w.StartObject();
-    w.Key("name");
-    w.String(tensor.name.c_str(), static_cast<rapidjson::SizeType>(tensor.name.size()));
-    w.Key("datatype");
-    w.String(DataTypeName(tensor.dtype).data());
-    w.Key("shape");
-    w.StartArray();
-    for (int64_t dim : tensor.shape) w.Int64(dim);
-    w.EndArray();
-    if (encoding.IsBinary(tensor.name)) {
-      w.Key("parameters");
-      w.StartObject();
-      w.Key("binary_data_size");
-      w.Uint64(tensor.byte_size);
-      w.EndObject();
-      binary.push_back(&tensor);
-    } else {
-      w.Key("data");
-      WriteJsonData(tensor, w);
-    }
-    w.EndObject();
+    const bool as_binary = encoding.IsBinary(tensor.name);
+    WriteTensor(tensor, as_binary, w);
+    if (as_binary) binary.push_back(&tensor);
   }
   w.EndArray();
   w.EndObject();
-  EncodedResponse encoded;
-  if (binary.empty()) {
-    encoded.body.assign(buffer.GetString(), buffer.GetSize());
-    return encoded;
-  }
-  size_t total = buffer.GetSize();
-  for (const Tensor* tensor : binary) total += tensor->byte_size;
-  encoded.body.reserve(total);
-  encoded.body.assign(buffer.GetString(), buffer.GetSize());
-  encoded.json_length = buffer.GetSize();
-  for (const Tensor* tensor : binary) {
-    encoded.body.append(reinterpret_cast<const char*>(tensor->data.get()), tensor->byte_size);
-  }
-  return encoded;
+  return JoinBody(buffer, binary);
 }
 
 EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
@@ -341,27 +350,10 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
   w.EndObject();
   w.Key("inputs");
   w.StartArray();
+  std::vector<const Tensor*> binary_inputs;
   for (const Tensor& tensor : request.inputs) {
-    w.StartObject();
-    w.Key("name");
-    w.String(tensor.name.c_str(), static_cast<rapidjson::SizeType>(tensor.name.size()));
-    w.Key("datatype");
-    w.String(DataTypeName(tensor.dtype).data());
-    w.Key("shape");
-    w.StartArray();
-    for (int64_t dim : tensor.shape) w.Int64(dim);
-    w.EndArray();
-    if (binary) {
-      w.Key("parameters");
-      w.StartObject();
-      w.Key("binary_data_size");
-      w.Uint64(tensor.byte_size);
-      w.EndObject();
-    } else {
-      w.Key("data");
-      WriteJsonData(tensor, w);
-    }
-    w.EndObject();
+    WriteTensor(tensor, binary, w);
+    if (binary) binary_inputs.push_back(&tensor);
   }
   w.EndArray();
   if (!request.requested_outputs.empty()) {
@@ -381,20 +373,7 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
     w.EndArray();
   }
   w.EndObject();
-  EncodedRequest encoded;
-  if (!binary) {
-    encoded.body.assign(buffer.GetString(), buffer.GetSize());
-    return encoded;
-  }
-  size_t total = buffer.GetSize();
-  for (const Tensor& tensor : request.inputs) total += tensor.byte_size;
-  encoded.body.reserve(total);
-  encoded.body.assign(buffer.GetString(), buffer.GetSize());
-  encoded.json_length = buffer.GetSize();
-  for (const Tensor& tensor : request.inputs) {
-    if (tensor.byte_size > 0) encoded.body.append(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
-  }
-  return encoded;
+  return JoinBody(buffer, binary_inputs);
 }
 
 StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> body,

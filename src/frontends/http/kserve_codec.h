@@ -29,18 +29,17 @@ struct ParsedInferRequest {
 StatusOr<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string> body,
                                                std::optional<size_t> json_length);
 
-struct EncodedResponse {
+// A body of the protocol: JSON, then the binary tensors' bytes when there are any.
+struct EncodedBody {
   std::string body;
   std::optional<size_t> json_length;  // set when binary tensors follow the JSON
 };
+using EncodedResponse = EncodedBody;
 
 EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputEncoding& encoding);
 
 // The client's side of the same protocol (client/ and `inferd infer|bench`).
-struct EncodedRequest {
-  std::string body;
-  std::optional<size_t> json_length;  // set when binary tensors follow the JSON
-};
+using EncodedRequest = EncodedBody;
 // `binary`: every input travels in the binary extension and every output is asked for in binary;
 // otherwise all is JSON arrays.
 EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary);
