@@ -46,6 +46,19 @@ inline Attribute String(std::string v) {
   return a;
 }
 
+inline Attribute Floats(std::vector<float> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloats;
+  a.floats = std::move(v);
+  return a;
+}
+inline Attribute Strings(std::vector<std::string> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kStrings;
+  a.strings = std::move(v);
+  return a;
+}
+
 // Builds graphs by value name.
 class GraphBuilder {
  public:

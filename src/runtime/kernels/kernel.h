@@ -65,7 +65,8 @@ void RegisterIndexKernels(KernelRegistry* registry);
 void RegisterLossKernels(KernelRegistry* registry);
 void RegisterQuantizeKernels(KernelRegistry* registry);
 void RegisterEinsumKernels(KernelRegistry* registry);  // Einsum, Det
-void RegisterGridSampleKernels(KernelRegistry* registry);  // Quantize/DequantizeLinear (reference)  // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss  // Trilu, CumSum, OneHot, TopK, GatherND, NonZero...  // ONNX sequences (kernels/sequence.cc)  // inferd.Attention (passes/attention_fusion)
+void RegisterGridSampleKernels(KernelRegistry* registry);
+void RegisterRnnKernels(KernelRegistry* registry);  // RNN, GRU, LSTM (reference)
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);

@@ -50,6 +50,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterQuantizeKernels(r);
     RegisterEinsumKernels(r);
     RegisterGridSampleKernels(r);
+    RegisterRnnKernels(r);
     return r;
   }();
   return *registry;
