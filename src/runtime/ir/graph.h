@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ struct ValueInfo {
   std::optional<std::vector<Dim>> shape;  // nullopt: rank unknown
 };
 
+struct Graph;
+
 struct Attribute {
   enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kGraph };
   Kind kind = Kind::kInt;
@@ -47,6 +50,11 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  // kGraph: a subgraph (If's branches, Loop's and Scan's body). Its inputs are its formal inputs,
+  // then the values it reads from enclosing graphs ("captures"); capture_slots[k] says which of the
+  // node's implicit inputs feeds capture k.
+  std::shared_ptr<const Graph> graph;
+  std::vector<size_t> capture_slots;
 };
 
 struct Node {
@@ -56,6 +64,9 @@ struct Node {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
   std::map<std::string, Attribute, std::less<>> attributes;
+  // The last `implicit_input_count` inputs are outer values its subgraphs read (an ONNX subgraph
+  // may use any value of an enclosing graph; as node inputs they are kept alive and ordered).
+  size_t implicit_input_count = 0;
 
   bool Has(std::string_view attribute) const { return attributes.find(attribute) != attributes.end(); }
   // Typed attribute reads: the default when absent, an error naming the node when of another kind.

@@ -67,6 +67,7 @@ void RegisterQuantizeKernels(KernelRegistry* registry);
 void RegisterEinsumKernels(KernelRegistry* registry);  // Einsum, Det
 void RegisterGridSampleKernels(KernelRegistry* registry);
 void RegisterRnnKernels(KernelRegistry* registry);  // RNN, GRU, LSTM (reference)
+void RegisterControlFlowKernels(KernelRegistry* registry);  // If, Loop, Scan
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);

@@ -51,6 +51,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterEinsumKernels(r);
     RegisterGridSampleKernels(r);
     RegisterRnnKernels(r);
+    RegisterControlFlowKernels(r);
     return r;
   }();
   return *registry;

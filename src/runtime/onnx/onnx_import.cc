@@ -203,8 +203,7 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
       attribute.strings.assign(proto.strings().begin(), proto.strings().end());
       break;
     case A::GRAPH:
-    case A::GRAPHS:
-      attribute.kind = Attribute::Kind::kGraph;  // control flow: no kernel reads it yet
+      attribute.kind = Attribute::Kind::kGraph;  // the importer fills in the subgraph
       break;
     default:
       return Status::Unimplemented("attribute '" + proto.name() + "' has an unsupported type");
@@ -212,11 +211,56 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
   return attribute;
 }
 
-class GraphBuilder {
+// Imports one graph: the model's, or (recursively) a subgraph of a node attribute. A subgraph may
+// read any value of an enclosing graph by name; such a name becomes one of its "captures", a graph
+// input after its formal ones, and the enclosing node gets it as an implicit input.
+class GraphImporter {
  public:
-  explicit GraphBuilder(Graph* graph) : graph_(graph) {}
+  GraphImporter(Graph* graph, const fs::path& base_dir, bool is_subgraph)
+      : graph_(graph), base_dir_(base_dir), is_subgraph_(is_subgraph) {}
 
-  ValueId Intern(const std::string& name) {
+  Status Import(const onnx::GraphProto& g) {
+    for (const auto& initializer : g.initializer()) {
+      ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(initializer, base_dir_));
+      ValueId id = Define(initializer.name());
+      graph_->values[id].dtype = tensor.dtype;
+      std::vector<Dim> dims;
+      for (int64_t d : tensor.shape) dims.push_back({.value = d});
+      graph_->values[id].shape = std::move(dims);
+      graph_->initializers[id] = std::move(tensor);
+    }
+    for (const auto& input : g.input()) {
+      // Before IR v4 every initializer was also listed as an input; it stays a constant.
+      if (Known(input.name())) continue;
+      ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(input));
+      ValueId id = Define(input.name());
+      graph_->values[id] = std::move(info);
+      graph_->inputs.push_back(id);
+    }
+    for (const auto& node_proto : g.node()) RETURN_IF_ERROR(ImportNode(node_proto));
+    for (const auto& output : g.output()) {
+      ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(output));
+      ValueId id = Use(output.name());
+      if (graph_->values[id].dtype == DataType::kInvalid) graph_->values[id].dtype = info.dtype;
+      if (!graph_->values[id].shape) graph_->values[id].shape = info.shape;
+      graph_->outputs.push_back(id);
+    }
+    for (const auto& value_info : g.value_info()) {
+      if (!Known(value_info.name())) continue;
+      ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(value_info));
+      ValueInfo& known = graph_->values[Define(value_info.name())];
+      if (known.dtype == DataType::kInvalid) known.dtype = info.dtype;
+      if (!known.shape) known.shape = info.shape;
+    }
+    // Captures follow the formal inputs, in the order they were first read.
+    for (const std::string& name : captures_) graph_->inputs.push_back(ids_.at(name));
+    return graph_->CheckTopologicalOrder();
+  }
+
+  const std::vector<std::string>& captures() const { return captures_; }
+
+ private:
+  ValueId Define(const std::string& name) {
     auto it = ids_.find(name);
     if (it != ids_.end()) return it->second;
     ValueId id = graph_->AddValue({.name = name});
@@ -225,9 +269,54 @@ class GraphBuilder {
   }
   bool Known(const std::string& name) const { return ids_.count(name) > 0; }
 
- private:
+  // A value read here: defined in this graph, or else, in a subgraph, captured from an enclosing
+  // one. (In the model's graph an undefined name is reported by CheckTopologicalOrder.)
+  ValueId Use(const std::string& name) {
+    if (Known(name)) return ids_.at(name);
+    ValueId id = Define(name);
+    if (is_subgraph_) captures_.push_back(name);
+    return id;
+  }
+
+  Status ImportNode(const onnx::NodeProto& node_proto) {
+    Node node;
+    node.name = node_proto.name();
+    node.op_type = node_proto.op_type();
+    node.domain = node_proto.domain();
+    for (const auto& name : node_proto.input()) node.inputs.push_back(name.empty() ? kNoValue : Use(name));
+    std::vector<std::string> implicit;  // outer values the node's subgraphs read, in order
+    for (const auto& attribute : node_proto.attribute()) {
+      if (attribute.type() == onnx::AttributeProto::GRAPHS)
+        return Status::Unimplemented(node.Describe() + ": attribute '" + attribute.name() + "' holds a list of graphs");
+      auto converted = AttributeFromProto(attribute, base_dir_);
+      if (!converted.ok()) return converted.status().WithPrefix(node.Describe());
+      if (attribute.type() == onnx::AttributeProto::GRAPH) {
+        auto subgraph = std::make_shared<Graph>();
+        subgraph->opset = graph_->opset;
+        GraphImporter importer(subgraph.get(), base_dir_, /*is_subgraph=*/true);
+        if (Status status = importer.Import(attribute.g()); !status.ok())
+          return status.WithPrefix(node.Describe() + " subgraph '" + attribute.name() + "'");
+        for (const std::string& name : importer.captures()) {
+          auto at = std::find(implicit.begin(), implicit.end(), name);
+          if (at == implicit.end()) at = implicit.insert(implicit.end(), name);
+          converted->capture_slots.push_back(static_cast<size_t>(at - implicit.begin()));
+        }
+        converted->graph = std::move(subgraph);
+      }
+      node.attributes.emplace(attribute.name(), std::move(converted).value());
+    }
+    for (const std::string& name : implicit) node.inputs.push_back(Use(name));
+    node.implicit_input_count = implicit.size();
+    for (const auto& name : node_proto.output()) node.outputs.push_back(name.empty() ? kNoValue : Define(name));
+    graph_->nodes.push_back(std::move(node));
+    return Status::Ok();
+  }
+
   Graph* graph_;
+  const fs::path& base_dir_;
+  const bool is_subgraph_;
   std::map<std::string, ValueId> ids_;
+  std::vector<std::string> captures_;
 };
 
 }  // namespace
@@ -303,55 +392,8 @@ StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const fs::path& b
     return Status::Unimplemented("model uses ONNX opset " + std::to_string(graph.opset) + "; supported: " +
                                    std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
   }
-  const auto& g = model.graph();
-  GraphBuilder builder(&graph);
-
-  for (const auto& initializer : g.initializer()) {
-    ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(initializer, base_dir));
-    ValueId id = builder.Intern(initializer.name());
-    graph.values[id].dtype = tensor.dtype;
-    std::vector<Dim> dims;
-    for (int64_t d : tensor.shape) dims.push_back({.value = d});
-    graph.values[id].shape = std::move(dims);
-    graph.initializers[id] = std::move(tensor);
-  }
-  for (const auto& input : g.input()) {
-    // Before IR v4 every initializer was also listed as an input; it stays a constant.
-    if (builder.Known(input.name())) continue;
-    ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(input));
-    ValueId id = builder.Intern(input.name());
-    graph.values[id] = std::move(info);
-    graph.inputs.push_back(id);
-  }
-  for (const auto& node_proto : g.node()) {
-    Node node;
-    node.name = node_proto.name();
-    node.op_type = node_proto.op_type();
-    node.domain = node_proto.domain();
-    for (const auto& name : node_proto.input()) node.inputs.push_back(name.empty() ? kNoValue : builder.Intern(name));
-    for (const auto& name : node_proto.output()) node.outputs.push_back(name.empty() ? kNoValue : builder.Intern(name));
-    for (const auto& attribute : node_proto.attribute()) {
-      auto converted = AttributeFromProto(attribute, base_dir);
-      if (!converted.ok()) return converted.status().WithPrefix(node.Describe());
-      node.attributes.emplace(attribute.name(), std::move(converted).value());
-    }
-    graph.nodes.push_back(std::move(node));
-  }
-  for (const auto& output : g.output()) {
-    ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(output));
-    ValueId id = builder.Intern(output.name());
-    if (graph.values[id].dtype == DataType::kInvalid) graph.values[id].dtype = info.dtype;
-    if (!graph.values[id].shape) graph.values[id].shape = info.shape;
-    graph.outputs.push_back(id);
-  }
-  for (const auto& value_info : g.value_info()) {
-    if (!builder.Known(value_info.name())) continue;
-    ASSIGN_OR_RETURN(ValueInfo info, ValueInfoFromProto(value_info));
-    ValueInfo& known = graph.values[builder.Intern(value_info.name())];
-    if (known.dtype == DataType::kInvalid) known.dtype = info.dtype;
-    if (!known.shape) known.shape = info.shape;
-  }
-  RETURN_IF_ERROR(graph.CheckTopologicalOrder());
+  GraphImporter importer(&graph, base_dir, /*is_subgraph=*/false);
+  RETURN_IF_ERROR(importer.Import(model.graph()));
   return graph;
 }
 
