@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+#include <onnx/onnx-data_pb.h>
+#include <onnx/onnx_pb.h>
+
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/onnx/onnx_import.h"
 #include "runtime/session.h"
@@ -90,6 +93,62 @@ std::string Compare(const Tensor& expected, const Tensor& actual) {
   return "";
 }
 
+// Which graph inputs (in the session's order: initializers are not inputs) and outputs are
+// sequences: their data files hold a SequenceProto, not a TensorProto.
+struct SequenceSlots {
+  std::vector<bool> inputs, outputs;
+};
+
+SequenceSlots FindSequenceSlots(const fs::path& model_path) {
+  SequenceSlots slots;
+  std::ifstream in(model_path, std::ios::binary);
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in)) return slots;
+  std::set<std::string> initializers;
+  for (const auto& initializer : model.graph().initializer()) initializers.insert(initializer.name());
+  for (const auto& input : model.graph().input())
+    if (!initializers.count(input.name())) slots.inputs.push_back(input.type().has_sequence_type());
+  for (const auto& output : model.graph().output()) slots.outputs.push_back(output.type().has_sequence_type());
+  return slots;
+}
+
+StatusOr<Tensor> ReadSequenceFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  onnx::SequenceProto proto;
+  if (!proto.ParseFromIstream(&in)) return Status::InvalidArgument(path.string() + " is not a SequenceProto");
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR)
+    return Status::Unimplemented("a sequence of non-tensors (maps, sequences, optionals)");
+  auto items = std::make_shared<std::vector<Tensor>>();
+  for (const auto& tensor_proto : proto.tensor_values()) {
+    ASSIGN_OR_RETURN(Tensor item, TensorFromProto(tensor_proto, path.parent_path()));
+    items->push_back(std::move(item));
+  }
+  Tensor sequence;
+  sequence.sequence = std::move(items);
+  return sequence;
+}
+
+StatusOr<Tensor> ReadDataFile(const fs::path& file, const std::vector<bool>& sequence_slots, size_t index) {
+  const bool sequence = index < sequence_slots.size() && sequence_slots[index];
+  return sequence ? ReadSequenceFile(file) : ReadTensorProtoFile(file);
+}
+
+// Sequences compare item by item.
+std::string CompareValues(const Tensor& expected, const Tensor& actual) {
+  if (expected.sequence == nullptr) {
+    if (actual.sequence != nullptr) return "a sequence, expected a tensor";
+    return Compare(expected, actual);
+  }
+  if (actual.sequence == nullptr) return "a tensor, expected a sequence";
+  if (expected.sequence->size() != actual.sequence->size())
+    return "a sequence of " + std::to_string(actual.sequence->size()) + ", expected " + std::to_string(expected.sequence->size());
+  for (size_t i = 0; i < expected.sequence->size(); ++i) {
+    std::string difference = Compare((*expected.sequence)[i], (*actual.sequence)[i]);
+    if (!difference.empty()) return "item " + std::to_string(i) + ": " + difference;
+  }
+  return "";
+}
+
 Result RunTest(const fs::path& dir) {
   auto session = Session::Load(dir / "model.onnx");
   if (!session.ok()) {
@@ -102,15 +161,16 @@ Result RunTest(const fs::path& dir) {
   }
   std::sort(data_sets.begin(), data_sets.end());
   if (data_sets.empty()) return {Outcome::kUnsupported, "no test data"};
+  const SequenceSlots sequences = FindSequenceSlots(dir / "model.onnx");
   for (const fs::path& data : data_sets) {
     std::vector<Tensor> inputs, expected, actual;
     for (const fs::path& file : Numbered(data, "input_")) {
-      auto tensor = ReadTensorProtoFile(file);
+      auto tensor = ReadDataFile(file, sequences.inputs, inputs.size());
       if (!tensor.ok()) return {Outcome::kUnsupported, "input " + file.filename().string() + ": " + tensor.status().message()};
       inputs.push_back(std::move(tensor).value());
     }
     for (const fs::path& file : Numbered(data, "output_")) {
-      auto tensor = ReadTensorProtoFile(file);
+      auto tensor = ReadDataFile(file, sequences.outputs, expected.size());
       if (!tensor.ok()) return {Outcome::kUnsupported, "output " + file.filename().string() + ": " + tensor.status().message()};
       expected.push_back(std::move(tensor).value());
     }
@@ -126,7 +186,7 @@ Result RunTest(const fs::path& dir) {
     if (actual.size() < expected.size()) return {Outcome::kFail, "too few outputs"};
     for (size_t i = 0; i < expected.size(); ++i) {
       if (expected[i].dtype == DataType::kUint16 && actual[i].dtype == DataType::kBf16) expected[i].dtype = DataType::kBf16;
-      std::string difference = Compare(expected[i], actual[i]);
+      std::string difference = CompareValues(expected[i], actual[i]);
       if (!difference.empty()) return {Outcome::kFail, "output " + std::to_string(i) + ": " + difference};
     }
   }

@@ -1,4 +1,4 @@
-// Control flow: If, Loop and Scan (opset 9+). Each subgraph is a Session of its own, built at
+// Control flow: If, Loop, Scan (opset 9+) and SequenceMap. Each subgraph is a Session of its own, built at
 // load from the node's graph attribute; a run binds the subgraph's formal inputs and the outer
 // values it captures (the node's implicit inputs, onnx_import.cc) and runs it.
 #include <cstring>
@@ -245,6 +245,42 @@ class ScanKernel final : public Kernel {
   const size_t states_;
 };
 
+// SequenceMap(sequence, extra...): runs the body once per item; an extra input that is a sequence
+// gives its item i, a tensor is passed whole. Each body output is collected into a sequence, as
+// owned copies (a body output may be a captured value living in an arena slot).
+class SequenceMapKernel final : public Kernel {
+ public:
+  SequenceMapKernel(Subgraph body, size_t explicit_inputs) : body_(std::move(body)), explicit_(explicit_inputs) {}
+
+  Status Run(Inputs in, Outputs out) override {
+    if (in.empty() || in[0] == nullptr || in[0]->sequence == nullptr)
+      return Status::InvalidArgument("SequenceMap: input 0 must be a sequence");
+    const size_t count = in[0]->sequence->size();
+    for (size_t j = 1; j < explicit_; ++j) {
+      if (in[j] == nullptr) return Status::InvalidArgument("SequenceMap: an input is missing");
+      if (in[j]->sequence != nullptr && in[j]->sequence->size() != count)
+        return Status::InvalidArgument("SequenceMap: the input sequences differ in length");
+    }
+    std::vector<std::vector<Tensor>> collected(out.size());
+    for (size_t i = 0; i < count; ++i) {
+      std::vector<Tensor> formal;
+      for (size_t j = 0; j < explicit_; ++j) formal.push_back(in[j]->sequence != nullptr ? (*in[j]->sequence)[i] : *in[j]);
+      std::vector<Tensor> results;
+      RETURN_IF_ERROR(body_.Run(std::move(formal), in, &results));
+      for (size_t k = 0; k < out.size() && k < results.size(); ++k) collected[k].push_back(OwnedCopy(results[k]));
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+      out[k] = Tensor{};
+      out[k].sequence = std::make_shared<const std::vector<Tensor>>(std::move(collected[k]));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Subgraph body_;
+  const size_t explicit_;
+};
+
 size_t ExplicitInputs(const Node& node) { return node.inputs.size() - node.implicit_input_count; }
 
 StatusOr<std::unique_ptr<Kernel>> MakeIf(const Node& node, int) {
@@ -261,6 +297,14 @@ StatusOr<std::unique_ptr<Kernel>> MakeLoop(const Node& node, int) {
   if (explicit_inputs < 2 || body.formal_count() != explicit_inputs || body.output_count() < explicit_inputs - 1)
     return Status::InvalidArgument(node.Describe() + ": the body's inputs and outputs do not match the loop's");
   return std::unique_ptr<Kernel>(std::make_unique<LoopKernel>(std::move(body), explicit_inputs));
+}
+
+StatusOr<std::unique_ptr<Kernel>> MakeSequenceMap(const Node& node, int) {
+  ASSIGN_OR_RETURN(Subgraph body, Subgraph::Build(node, "body"));
+  const size_t explicit_inputs = ExplicitInputs(node);
+  if (explicit_inputs < 1 || body.formal_count() != explicit_inputs)
+    return Status::InvalidArgument(node.Describe() + ": the body must take one input per node input");
+  return std::unique_ptr<Kernel>(std::make_unique<SequenceMapKernel>(std::move(body), explicit_inputs));
 }
 
 StatusOr<std::unique_ptr<Kernel>> MakeScan(const Node& node, int) {
@@ -282,7 +326,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeScan(const Node& node, int) {
 void RegisterControlFlowKernels(KernelRegistry* r) {
   r->Register("If", 1, MakeIf);
   r->Register("Loop", 1, MakeLoop);
-  r->Register("Scan", 9, MakeScan);  // opset 8's Scan (batched, with sequence_lens) is not supported
+  r->Register("Scan", 9, MakeScan);
+  r->Register("SequenceMap", 17, MakeSequenceMap);  // opset 8's Scan (batched, with sequence_lens) is not supported
 }
 
 }  // namespace inferd::runtime

@@ -16,17 +16,6 @@ using Inputs = std::span<const Tensor* const>;
 using Outputs = std::span<Tensor>;
 using Items = std::vector<Tensor>;
 
-Tensor OwnedCopy(const Tensor& t) {
-  Tensor copy;
-  copy.dtype = t.dtype;
-  copy.shape = t.shape;
-  copy.byte_size = t.byte_size;
-  MutableBuffer buffer = AllocateBuffer(std::max<size_t>(t.byte_size, 1));
-  if (t.byte_size > 0) std::memcpy(buffer.get(), t.data.get(), t.byte_size);
-  copy.data = std::shared_ptr<const uint8_t>(buffer.memory, buffer.get());
-  return copy;
-}
-
 void SetSequence(Tensor* out, Items items) {
   *out = Tensor{};
   out->sequence = std::make_shared<const Items>(std::move(items));

@@ -1,6 +1,7 @@
 #include "runtime/kernels/tensor_util.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace inferd::runtime {
 
@@ -112,6 +113,17 @@ StatusOr<double> ScalarAsDouble(const Tensor& tensor) {
   });
   RETURN_IF_ERROR(status);
   return value;
+}
+
+Tensor OwnedCopy(const Tensor& t) {
+  Tensor copy;
+  copy.dtype = t.dtype;
+  copy.shape = t.shape;
+  copy.byte_size = t.byte_size;
+  MutableBuffer buffer = AllocateBuffer(std::max<size_t>(t.byte_size, 1));
+  if (t.byte_size > 0) std::memcpy(buffer.get(), t.data.get(), t.byte_size);
+  copy.data = std::shared_ptr<const uint8_t>(buffer.memory, buffer.get());
+  return copy;
 }
 
 }  // namespace inferd::runtime

@@ -20,6 +20,9 @@ inline constexpr int64_t kMaxKernelElements = int64_t{1} << 34;
 // Gives `out` a buffer for `shape` and returns where to write: the place the session's memory plan
 // reserved for it when there is one (see IsArenaSlot), a fresh buffer otherwise.
 StatusOr<uint8_t*> AllocateOutput(Tensor* out, DataType dtype, const Shape& shape);
+// A copy in a buffer of its own: for tensors kept beyond the node that made them (sequence items),
+// which must not point into an arena slot that later nodes reuse.
+Tensor OwnedCopy(const Tensor& t);
 
 // Before a node runs, the session may put in each output the place its memory plan reserved for
 // it: a Tensor with data and a capacity (byte_size) but no element type yet.
