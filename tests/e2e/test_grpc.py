@@ -369,3 +369,17 @@ def test_concurrent_streams_and_unary_calls(stub, pb):
     for thread in threads:
         thread.join()
     assert not errors, errors
+
+
+def test_grpc_flags(fresh_server, grpc_stubs):
+    pb = grpc_stubs[0]
+    tuned = fresh_server("--grpc-keepalive-time", "10000", "--grpc-keepalive-timeout", "2000",
+                         "--grpc-keepalive-permit-without-calls", "true", "--grpc-http2-max-pings-without-data", "0",
+                         "--grpc-http2-min-recv-ping-interval-without-data", "5000", "--grpc-http2-max-ping-strikes", "0")
+    assert_still_serving(stub_for(tuned, grpc_stubs), pb)
+    assert tuned.stop() == 0
+    off = fresh_server("--allow-grpc", "false")
+    with pytest.raises(grpc.RpcError) as error:
+        stub_for(off, grpc_stubs).ServerLive(pb.ServerLiveRequest(), timeout=2)
+    assert error.value.code() == grpc.StatusCode.UNAVAILABLE  # nothing listens on the gRPC port
+    assert off.stop() == 0
