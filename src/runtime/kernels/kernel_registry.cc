@@ -52,6 +52,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterGridSampleKernels(r);
     RegisterRnnKernels(r);
     RegisterControlFlowKernels(r);
+    RegisterQuantizedLinearKernels(r);
     return r;
   }();
   return *registry;

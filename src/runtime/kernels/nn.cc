@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/linear_ops.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/window.h"
@@ -40,35 +41,7 @@ void MatrixMultiply(const T* a, int64_t a_row, int64_t a_col, const T* b, int64_
 StatusOr<std::unique_ptr<Kernel>> MakeMatMul(const Node&, int) {
   return MakeKernel([](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 2, "MatMul"));
-    if (in[0]->dtype != in[1]->dtype) return Status::InvalidArgument("MatMul: input types differ");
-    Shape a = in[0]->shape, b = in[1]->shape;
-    if (a.empty() || b.empty()) return Status::InvalidArgument("MatMul: scalar inputs");
-    const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
-    if (a_vector) a.insert(a.begin(), 1);
-    if (b_vector) b.push_back(1);
-    const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
-    if (b[b.size() - 2] != k) {
-      return Status::InvalidArgument("MatMul: " + ShapeToString(in[0]->shape) + " x " + ShapeToString(in[1]->shape));
-    }
-    Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
-    ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(a_batch, b_batch));
-    Shape shape = batch;
-    if (!a_vector) shape.push_back(m);
-    if (!b_vector) shape.push_back(n);
-    std::vector<int64_t> a_strides = BroadcastStrides(a_batch, batch), b_strides = BroadcastStrides(b_batch, batch);
-    return DispatchNumeric(in[0]->dtype, [&](auto tag) -> Status {
-      using T = typename decltype(tag)::type;
-      ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(&out[0], in[0]->dtype, shape));
-      const T* x = ValuesOf<T>(*in[0]);
-      const T* y = ValuesOf<T>(*in[1]);
-      int64_t i = 0;
-      ForEachIndex<2>(batch, std::array<std::vector<int64_t>, 2>{a_strides, b_strides},
-                      [&](const std::array<int64_t, 2>& at) {
-                        MatrixMultiply(x + at[0] * m * k, k, 1, y + at[1] * k * n, n, 1, dst + i * m * n, m, n, k);
-                        ++i;
-                      });
-      return Status::Ok();
-    });
+    return MatMulTensors(*in[0], *in[1], &out[0]);
   });
 }
 
@@ -158,46 +131,8 @@ StatusOr<std::unique_ptr<Kernel>> MakeConv(const Node& node, int) {
   if (group <= 0) return Status::InvalidArgument(node.Describe() + ": group must be positive");
   return MakeKernel([window, group](Inputs in, Outputs out) -> Status {
     RETURN_IF_ERROR(RequireInputs(in, 2, "Conv"));
-    const Tensor &x = *in[0], &weight = *in[1];
-    RETURN_IF_ERROR(NeedFloat(x, "Conv"));
-    if (x.shape.size() < 3 || weight.shape.size() != x.shape.size()) return Status::InvalidArgument("Conv: bad ranks");
-    const int64_t batch = x.shape[0], channels = x.shape[1], filters = weight.shape[0];
-    const int64_t group_channels = weight.shape[1];
-    if (channels != group_channels * group || filters % group) return Status::InvalidArgument("Conv: channels do not match groups");
-    Shape in_spatial(x.shape.begin() + 2, x.shape.end());
-    WindowAttributes w = window;
-    if (w.kernel.empty()) w.kernel.assign(weight.shape.begin() + 2, weight.shape.end());
-    std::vector<int64_t> out_spatial;
-    RETURN_IF_ERROR(ResolveWindow(&w, in_spatial, &out_spatial));
-    Shape shape{batch, filters};
-    shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
-    ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, shape));
-    const float* src = ValuesOf<float>(x);
-    const float* weights = ValuesOf<float>(weight);
-    const float* bias = InputAt(in, 2) ? ValuesOf<float>(*in[2]) : nullptr;
-    const auto table = TapTable(w, in_spatial, out_spatial);
-    const std::vector<int64_t> in_strides = ContiguousStrides(in_spatial);
-    const int64_t in_size = Product(in_spatial), out_size = Product(out_spatial), taps = Product(w.kernel);
-    const int64_t filters_per_group = filters / group;
-    std::vector<int64_t> offsets(static_cast<size_t>(taps));
-    for (int64_t o = 0; o < out_size; ++o) {
-      ForEachTap(w, table, out_spatial, in_strides, o, [&](int64_t offset, int64_t t) { offsets[t] = offset; });
-      for (int64_t n = 0; n < batch; ++n) {
-        for (int64_t f = 0; f < filters; ++f) {
-          const int64_t g = f / filters_per_group;
-          double sum = bias ? bias[f] : 0.0;
-          for (int64_t c = 0; c < group_channels; ++c) {
-            const float* plane = src + (n * channels + g * group_channels + c) * in_size;
-            const float* kernel = weights + (f * group_channels + c) * taps;
-            for (int64_t t = 0; t < taps; ++t) {
-              if (offsets[t] >= 0) sum += static_cast<double>(plane[offsets[t]]) * kernel[t];
-            }
-          }
-          dst[(n * filters + f) * out_size + o] = static_cast<float>(sum);
-        }
-      }
-    }
-    return Status::Ok();
+    RETURN_IF_ERROR(NeedFloat(*in[0], "Conv"));
+    return ConvolveTensors(*in[0], *in[1], InputAt(in, 2), window, group, &out[0]);
   });
 }
 
@@ -675,6 +610,96 @@ StatusOr<std::unique_ptr<Kernel>> MakeSoftmax(const Node& node, int opset, Softm
 }
 
 }  // namespace
+
+Status MatMulTensors(const Tensor& left, const Tensor& right, Tensor* out) {
+  if (left.dtype != right.dtype) return Status::InvalidArgument("MatMul: input types differ");
+  Shape a = left.shape, b = right.shape;
+  if (a.empty() || b.empty()) return Status::InvalidArgument("MatMul: scalar inputs");
+  const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+  if (b[b.size() - 2] != k) {
+    return Status::InvalidArgument("MatMul: " + ShapeToString(left.shape) + " x " + ShapeToString(right.shape));
+  }
+  Shape a_batch(a.begin(), a.end() - 2), b_batch(b.begin(), b.end() - 2);
+  ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(a_batch, b_batch));
+  Shape shape = batch;
+  if (!a_vector) shape.push_back(m);
+  if (!b_vector) shape.push_back(n);
+  std::vector<int64_t> a_strides = BroadcastStrides(a_batch, batch), b_strides = BroadcastStrides(b_batch, batch);
+  return DispatchNumeric(left.dtype, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(out, left.dtype, shape));
+    const T* x = ValuesOf<T>(left);
+    const T* y = ValuesOf<T>(right);
+    int64_t i = 0;
+    ForEachIndex<2>(batch, std::array<std::vector<int64_t>, 2>{a_strides, b_strides},
+                    [&](const std::array<int64_t, 2>& at) {
+                      MatrixMultiply(x + at[0] * m * k, k, 1, y + at[1] * k * n, n, 1, dst + i * m * n, m, n, k);
+                      ++i;
+                    });
+    return Status::Ok();
+  });
+}
+
+namespace {
+
+// The convolution of FP32 (summed in double) or INT32 (summed in int64) tensors.
+template <typename T, typename Sum>
+Status Convolve(const Tensor& x, const Tensor& weight, const Tensor* bias_tensor, const WindowAttributes& window,
+                int64_t group, Tensor* out) {
+  if (x.shape.size() < 3 || weight.shape.size() != x.shape.size()) return Status::InvalidArgument("Conv: bad ranks");
+  if (weight.dtype != x.dtype) return Status::InvalidArgument("Conv: input and weight types differ");
+  const int64_t batch = x.shape[0], channels = x.shape[1], filters = weight.shape[0];
+  const int64_t group_channels = weight.shape[1];
+  if (channels != group_channels * group || filters % group) return Status::InvalidArgument("Conv: channels do not match groups");
+  if (bias_tensor != nullptr && (bias_tensor->dtype != x.dtype || ElementsOf(*bias_tensor) != filters))
+    return Status::InvalidArgument("Conv: the bias needs one value per filter, of the input's type");
+  Shape in_spatial(x.shape.begin() + 2, x.shape.end());
+  WindowAttributes w = window;
+  if (w.kernel.empty()) w.kernel.assign(weight.shape.begin() + 2, weight.shape.end());
+  std::vector<int64_t> out_spatial;
+  RETURN_IF_ERROR(ResolveWindow(&w, in_spatial, &out_spatial));
+  Shape shape{batch, filters};
+  shape.insert(shape.end(), out_spatial.begin(), out_spatial.end());
+  ASSIGN_OR_RETURN(T * dst, AllocateOutputAs<T>(out, x.dtype, shape));
+  const T* src = ValuesOf<T>(x);
+  const T* weights = ValuesOf<T>(weight);
+  const T* bias = bias_tensor ? ValuesOf<T>(*bias_tensor) : nullptr;
+  const auto table = TapTable(w, in_spatial, out_spatial);
+  const std::vector<int64_t> in_strides = ContiguousStrides(in_spatial);
+  const int64_t in_size = Product(in_spatial), out_size = Product(out_spatial), taps = Product(w.kernel);
+  const int64_t filters_per_group = filters / group;
+  std::vector<int64_t> offsets(static_cast<size_t>(taps));
+  for (int64_t o = 0; o < out_size; ++o) {
+    ForEachTap(w, table, out_spatial, in_strides, o, [&](int64_t offset, int64_t t) { offsets[t] = offset; });
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t f = 0; f < filters; ++f) {
+        const int64_t g = f / filters_per_group;
+        Sum sum = bias ? static_cast<Sum>(bias[f]) : Sum{0};
+        for (int64_t c = 0; c < group_channels; ++c) {
+          const T* plane = src + (n * channels + g * group_channels + c) * in_size;
+          const T* kernel = weights + (f * group_channels + c) * taps;
+          for (int64_t t = 0; t < taps; ++t) {
+            if (offsets[t] >= 0) sum += static_cast<Sum>(plane[offsets[t]]) * static_cast<Sum>(kernel[t]);
+          }
+        }
+        dst[(n * filters + f) * out_size + o] = static_cast<T>(sum);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ConvolveTensors(const Tensor& x, const Tensor& weight, const Tensor* bias, const WindowAttributes& window,
+                       int64_t group, Tensor* out) {
+  if (x.dtype == DataType::kInt32) return Convolve<int32_t, int64_t>(x, weight, bias, window, group, out);
+  if (x.dtype == DataType::kFp32) return Convolve<float, double>(x, weight, bias, window, group, out);
+  return Status::Unimplemented("Conv: element type " + std::string(DataTypeName(x.dtype)) + " is not supported here");
+}
 
 void RegisterNnKernels(KernelRegistry* r) {
   // These three may carry post-ops fused by the optimizer (kernels/post_ops.h).
