@@ -68,7 +68,8 @@ void RegisterEinsumKernels(KernelRegistry* registry);  // Einsum, Det
 void RegisterGridSampleKernels(KernelRegistry* registry);
 void RegisterRnnKernels(KernelRegistry* registry);  // RNN, GRU, LSTM (reference)
 void RegisterControlFlowKernels(KernelRegistry* registry);  // If, Loop, Scan, SequenceMap
-void RegisterQuantizedLinearKernels(KernelRegistry* registry);  // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
+void RegisterQuantizedLinearKernels(KernelRegistry* registry);
+void RegisterSignalKernels(KernelRegistry* registry);  // DFT, STFT, MelWeightMatrix  // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);

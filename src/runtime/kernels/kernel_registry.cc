@@ -53,6 +53,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterRnnKernels(r);
     RegisterControlFlowKernels(r);
     RegisterQuantizedLinearKernels(r);
+    RegisterSignalKernels(r);
     return r;
   }();
   return *registry;
