@@ -98,8 +98,8 @@ def test_bad_onnx_models_are_reported_and_the_rest_serve(fresh_server, tmp_path)
     add_model(tmp_path, "corrupt", b"\x08\x07this is not a protobuf\xff\xff")
     unsupported = helper.make_model(helper.make_graph(
         [helper.make_node("Relu", ["x"], ["h"], name="ok"),
-         helper.make_node("RoiAlign", ["h", "h", "h"], ["y"], name="roi"),
-         helper.make_node("DFT", ["h"], ["z"], name="dft")],
+         helper.make_node("Bernoulli", ["h"], ["y"], name="coin"),
+         helper.make_node("StringNormalizer", ["h"], ["z"], name="text")],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]),
          helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])]),
@@ -122,13 +122,13 @@ def test_bad_onnx_models_are_reported_and_the_rest_serve(fresh_server, tmp_path)
     server = fresh_server(repo=tmp_path)
     index = {e["name"]: e for e in requests.post(server.url + "/v2/repository/index").json()}
     assert index["good"]["state"] == "READY"
-    reasons = {"corrupt": "not an ONNX model", "unsupported": "RoiAlign (node 'roi')",
+    reasons = {"corrupt": "not an ONNX model", "unsupported": "Bernoulli (node 'coin')",
                "wrong_input": "'not_x' is not an input", "wrong_type": "TYPE_INT32",
                "bad_tune": "tune mode must be off, fast or full"}
     for name, text in reasons.items():
         assert index[name]["state"] == "UNAVAILABLE", name
         assert text in index[name]["reason"], index[name]
-    assert "DFT (node 'dft')" in index["unsupported"]["reason"]  # every unsupported op, at once
+    assert "StringNormalizer (node 'text')" in index["unsupported"]["reason"]  # every unsupported op, at once
     x = RNG.standard_normal((1, 8)).astype(np.float32)
     assert infer(server, "good", x).status_code == 200
 

@@ -69,7 +69,8 @@ void RegisterGridSampleKernels(KernelRegistry* registry);
 void RegisterRnnKernels(KernelRegistry* registry);  // RNN, GRU, LSTM (reference)
 void RegisterControlFlowKernels(KernelRegistry* registry);  // If, Loop, Scan, SequenceMap
 void RegisterQuantizedLinearKernels(KernelRegistry* registry);
-void RegisterSignalKernels(KernelRegistry* registry);  // DFT, STFT, MelWeightMatrix  // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
+void RegisterSignalKernels(KernelRegistry* registry);  // DFT, STFT, MelWeightMatrix
+void RegisterRoiAlignKernels(KernelRegistry* registry);  // MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv
 // oneDNN kernels for ops already registered by the reference families (which they fall back to).
 void RegisterDnnlConvKernels(KernelRegistry* registry);
 void RegisterDnnlMatmulKernels(KernelRegistry* registry);

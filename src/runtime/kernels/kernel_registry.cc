@@ -54,6 +54,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterControlFlowKernels(r);
     RegisterQuantizedLinearKernels(r);
     RegisterSignalKernels(r);
+    RegisterRoiAlignKernels(r);
     return r;
   }();
   return *registry;
