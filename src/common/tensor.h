@@ -59,6 +59,9 @@ struct Tensor {
   // An ONNX sequence value instead of a tensor (the runtime's sequence ops; never crosses the
   // server, whose tensors leave it null). Its items own their buffers.
   std::shared_ptr<const std::vector<Tensor>> sequence;
+  // An ONNX optional that holds nothing (the runtime's Optional ops; never crosses the server). An
+  // optional that holds a value is just that value.
+  bool empty_optional = false;
 
   std::span<const uint8_t> bytes() const { return {data.get(), byte_size}; }
   template <typename T>

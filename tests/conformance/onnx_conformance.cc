@@ -93,11 +93,18 @@ std::string Compare(const Tensor& expected, const Tensor& actual) {
   return "";
 }
 
-// Which graph inputs (in the session's order: initializers are not inputs) and outputs are
-// sequences: their data files hold a SequenceProto, not a TensorProto.
+// What the data file of each graph input (in the session's order: initializers are not inputs)
+// and output holds: a TensorProto, a SequenceProto or an OptionalProto.
+enum class DataKind { kTensor, kSequence, kOptional };
 struct SequenceSlots {
-  std::vector<bool> inputs, outputs;
+  std::vector<DataKind> inputs, outputs;
 };
+
+DataKind KindOf(const onnx::TypeProto& type) {
+  if (type.has_sequence_type()) return DataKind::kSequence;
+  if (type.has_optional_type()) return DataKind::kOptional;
+  return DataKind::kTensor;
+}
 
 SequenceSlots FindSequenceSlots(const fs::path& model_path) {
   SequenceSlots slots;
@@ -107,20 +114,17 @@ SequenceSlots FindSequenceSlots(const fs::path& model_path) {
   std::set<std::string> initializers;
   for (const auto& initializer : model.graph().initializer()) initializers.insert(initializer.name());
   for (const auto& input : model.graph().input())
-    if (!initializers.count(input.name())) slots.inputs.push_back(input.type().has_sequence_type());
-  for (const auto& output : model.graph().output()) slots.outputs.push_back(output.type().has_sequence_type());
+    if (!initializers.count(input.name())) slots.inputs.push_back(KindOf(input.type()));
+  for (const auto& output : model.graph().output()) slots.outputs.push_back(KindOf(output.type()));
   return slots;
 }
 
-StatusOr<Tensor> ReadSequenceFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  onnx::SequenceProto proto;
-  if (!proto.ParseFromIstream(&in)) return Status::InvalidArgument(path.string() + " is not a SequenceProto");
+StatusOr<Tensor> SequenceFromProto(const onnx::SequenceProto& proto, const fs::path& dir) {
   if (proto.elem_type() != onnx::SequenceProto::TENSOR)
     return Status::Unimplemented("a sequence of non-tensors (maps, sequences, optionals)");
   auto items = std::make_shared<std::vector<Tensor>>();
   for (const auto& tensor_proto : proto.tensor_values()) {
-    ASSIGN_OR_RETURN(Tensor item, TensorFromProto(tensor_proto, path.parent_path()));
+    ASSIGN_OR_RETURN(Tensor item, TensorFromProto(tensor_proto, dir));
     items->push_back(std::move(item));
   }
   Tensor sequence;
@@ -128,13 +132,37 @@ StatusOr<Tensor> ReadSequenceFile(const fs::path& path) {
   return sequence;
 }
 
-StatusOr<Tensor> ReadDataFile(const fs::path& file, const std::vector<bool>& sequence_slots, size_t index) {
-  const bool sequence = index < sequence_slots.size() && sequence_slots[index];
-  return sequence ? ReadSequenceFile(file) : ReadTensorProtoFile(file);
+// An empty OptionalProto is an empty optional; one holding a tensor or sequence is that value.
+StatusOr<Tensor> OptionalFromProto(const onnx::OptionalProto& proto, const fs::path& dir) {
+  if (proto.has_tensor_value()) return TensorFromProto(proto.tensor_value(), dir);
+  if (proto.has_sequence_value()) return SequenceFromProto(proto.sequence_value(), dir);
+  if (proto.elem_type() != onnx::OptionalProto::TENSOR && proto.elem_type() != onnx::OptionalProto::SEQUENCE &&
+      proto.elem_type() != onnx::OptionalProto::UNDEFINED)
+    return Status::Unimplemented("an optional of a map or optional");
+  Tensor empty;
+  empty.empty_optional = true;
+  return empty;
 }
 
-// Sequences compare item by item.
+StatusOr<Tensor> ReadDataFile(const fs::path& file, const std::vector<DataKind>& kinds, size_t index) {
+  const DataKind kind = index < kinds.size() ? kinds[index] : DataKind::kTensor;
+  if (kind == DataKind::kTensor) return ReadTensorProtoFile(file);
+  std::ifstream in(file, std::ios::binary);
+  if (kind == DataKind::kSequence) {
+    onnx::SequenceProto proto;
+    if (!proto.ParseFromIstream(&in)) return Status::InvalidArgument(file.string() + " is not a SequenceProto");
+    return SequenceFromProto(proto, file.parent_path());
+  }
+  onnx::OptionalProto proto;
+  if (!proto.ParseFromIstream(&in)) return Status::InvalidArgument(file.string() + " is not an OptionalProto");
+  return OptionalFromProto(proto, file.parent_path());
+}
+
+// Sequences compare item by item; an empty optional only equals an empty optional.
 std::string CompareValues(const Tensor& expected, const Tensor& actual) {
+  if (expected.empty_optional || actual.empty_optional) {
+    return expected.empty_optional == actual.empty_optional ? "" : "empty and non-empty optionals";
+  }
   if (expected.sequence == nullptr) {
     if (actual.sequence != nullptr) return "a sequence, expected a tensor";
     return Compare(expected, actual);

@@ -21,6 +21,8 @@ const char* KindName(Attribute::Kind kind) {
       return "strings";
     case Attribute::Kind::kGraph:
       return "graph";
+    case Attribute::Kind::kType:
+      return "type";
   }
   return "?";
 }

@@ -41,7 +41,7 @@ struct ValueInfo {
 struct Graph;
 
 struct Attribute {
-  enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kGraph };
+  enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kGraph, kType };  // kType: a TypeProto, not kept
   Kind kind = Kind::kInt;
   float f = 0;
   int64_t i = 0;

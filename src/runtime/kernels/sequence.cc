@@ -229,7 +229,46 @@ StatusOr<std::unique_ptr<Kernel>> MakeSplitToSequence(const Node& node, int) {
 
 }  // namespace
 
+// ---- Optional: an optional holding a value is that value; an empty one is marked ----
+
+// Optional(value?): the value, or an empty optional when the input is absent.
+StatusOr<std::unique_ptr<Kernel>> MakeOptional(const Node&, int) {
+  return MakeKernel([](Inputs in, Outputs out) -> Status {
+    const Tensor* value = InputAt(in, 0);
+    if (value == nullptr) {
+      out[0] = Tensor{};
+      out[0].empty_optional = true;
+    } else {
+      out[0] = *value;
+    }
+    return Status::Ok();
+  });
+}
+
+// OptionalHasElement(x?): false for an empty optional or an absent input, true otherwise.
+StatusOr<std::unique_ptr<Kernel>> MakeOptionalHasElement(const Node&, int) {
+  return MakeKernel([](Inputs in, Outputs out) -> Status {
+    const Tensor* value = InputAt(in, 0);
+    ASSIGN_OR_RETURN(uint8_t * dst, AllocateOutputAs<uint8_t>(&out[0], DataType::kBool, {}));
+    *dst = value != nullptr && !value->empty_optional ? 1 : 0;
+    return Status::Ok();
+  });
+}
+
+// OptionalGetElement(x): the value; an error for an empty optional.
+StatusOr<std::unique_ptr<Kernel>> MakeOptionalGetElement(const Node&, int) {
+  return MakeKernel([](Inputs in, Outputs out) -> Status {
+    RETURN_IF_ERROR(RequireInputs(in, 1, "OptionalGetElement"));
+    if (in[0]->empty_optional) return Status::InvalidArgument("OptionalGetElement: the optional is empty");
+    out[0] = *in[0];
+    return Status::Ok();
+  });
+}
+
 void RegisterSequenceKernels(KernelRegistry* r) {
+  r->Register("Optional", 15, MakeOptional);
+  r->Register("OptionalHasElement", 15, MakeOptionalHasElement);
+  r->Register("OptionalGetElement", 15, MakeOptionalGetElement);
   r->Register("SequenceEmpty", 11, MakeSequenceEmpty);
   r->Register("SequenceConstruct", 11, MakeSequenceConstruct);
   r->Register("SequenceInsert", 11, MakeSequenceInsert);

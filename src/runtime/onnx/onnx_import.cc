@@ -205,6 +205,9 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
     case A::GRAPH:
       attribute.kind = Attribute::Kind::kGraph;  // the importer fills in the subgraph
       break;
+    case A::TYPE_PROTO:
+      attribute.kind = Attribute::Kind::kType;  // Optional's element type: no kernel needs it
+      break;
     default:
       return Status::Unimplemented("attribute '" + proto.name() + "' has an unsupported type");
   }
