@@ -139,4 +139,17 @@ StatusOr<std::pair<std::string, Shape>> ParseShapeFlag(const std::string& text) 
   return std::pair{text.substr(0, colon), shape};
 }
 
+StatusOr<std::map<std::string, Shape>> ParseShapeFlags(const std::vector<std::string>& texts) {
+  std::map<std::string, Shape> shapes;
+  for (const std::string& text : texts) {
+    ASSIGN_OR_RETURN(auto parsed, ParseShapeFlag(text));
+    shapes.insert(std::move(parsed));
+  }
+  return shapes;
+}
+
+bool HasBatchDim(const ModelMetadata& metadata) {
+  return !metadata.inputs.empty() && !metadata.inputs[0].shape.empty() && metadata.inputs[0].shape[0] == -1;
+}
+
 }  // namespace inferd::client

@@ -27,5 +27,10 @@ StatusOr<Tensor> ReadInputFile(const TensorMetadata& input, const std::string& p
 
 // "NAME:1,3,224,224" -> {NAME, {1,3,224,224}}
 StatusOr<std::pair<std::string, Shape>> ParseShapeFlag(const std::string& text);
+// Every --shape flag, by input name.
+StatusOr<std::map<std::string, Shape>> ParseShapeFlags(const std::vector<std::string>& texts);
+
+// Whether the model takes a batch dim first (its metadata shapes start with -1).
+bool HasBatchDim(const ModelMetadata& metadata);
 
 }  // namespace inferd::client

@@ -234,12 +234,8 @@ class Bench {
 
 StatusOr<InferRequest> BuildRequest(const BenchFlags& flags, client::Client* client) {
   ASSIGN_OR_RETURN(client::ModelMetadata metadata, client->GetModelMetadata(flags.model, flags.version));
-  std::map<std::string, Shape> shapes;
-  for (const std::string& spec : flags.shapes) {
-    ASSIGN_OR_RETURN(auto parsed, client::ParseShapeFlag(spec));
-    shapes.insert(parsed);
-  }
-  const bool batching = !metadata.inputs.empty() && !metadata.inputs[0].shape.empty() && metadata.inputs[0].shape[0] == -1;
+  ASSIGN_OR_RETURN(auto shapes, client::ParseShapeFlags(flags.shapes));
+  const bool batching = client::HasBatchDim(metadata);
   InferRequest request{.model_name = flags.model, .model_version = flags.version};
   std::mt19937 rng(7);
   for (const client::TensorMetadata& input : metadata.inputs) {
@@ -315,26 +311,18 @@ void AddBenchFlags(CLI::App* command, BenchFlags* flags) {
 }
 
 int RunBench(const BenchFlags& flags) {
-  const bool grpc = flags.connection.protocol == "grpc";
-  auto client = client::Connect({.url = flags.connection.url.empty() ? (grpc ? "localhost:8001" : "localhost:8000") : flags.connection.url,
-                                 .protocol = grpc ? client::Protocol::kGrpc : client::Protocol::kHttp,
-                                 .binary = !flags.json_tensors,
-                                 .timeout = std::chrono::milliseconds(flags.connection.timeout_ms),
-                                 .async_connections = 64});
-  auto fail = [](const Status& status) {
-    std::fprintf(stderr, "error: %s\n", status.message().c_str());
-    return 1;
-  };
-  if (!client.ok()) return fail(client.status());
+  // Open-loop rates need many requests in flight over HTTP: one connection each.
+  auto client = ConnectFrom(flags.connection, !flags.json_tensors, /*async_connections=*/64);
+  if (!client.ok()) return Fail(client.status());
   auto request = BuildRequest(flags, client->get());
-  if (!request.ok()) return fail(request.status());
+  if (!request.ok()) return Fail(request.status());
   // One request first: a model that refuses it would only produce a table of errors.
-  if (auto probe = (*client)->Infer(*request); !probe.ok()) return fail(probe.status());
+  if (auto probe = (*client)->Infer(*request); !probe.ok()) return Fail(probe.status());
   const bool open_loop = flags.request_rate > 0;
   std::vector<double> levels{flags.request_rate};
   if (!open_loop) {
     auto parsed = ParseLevels(flags.concurrency);
-    if (!parsed.ok()) return fail(parsed.status());
+    if (!parsed.ok()) return Fail(parsed.status());
     levels = *parsed;
   }
   Bench bench(flags, client->get(), std::move(*request));

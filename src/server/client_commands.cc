@@ -22,20 +22,22 @@ void AddConnectionFlags(CLI::App* command, ConnectionFlags* flags) {
       ->capture_default_str();
 }
 
-namespace {
-
-StatusOr<std::unique_ptr<client::Client>> ConnectFrom(const ConnectionFlags& flags, bool binary = true) {
+StatusOr<std::unique_ptr<client::Client>> ConnectFrom(const ConnectionFlags& flags, bool binary,
+                                                     int async_connections) {
   const bool grpc = flags.protocol == "grpc";
   return client::Connect({.url = flags.url.empty() ? (grpc ? "localhost:8001" : "localhost:8000") : flags.url,
                           .protocol = grpc ? client::Protocol::kGrpc : client::Protocol::kHttp,
                           .binary = binary,
-                          .timeout = std::chrono::milliseconds(flags.timeout_ms)});
+                          .timeout = std::chrono::milliseconds(flags.timeout_ms),
+                          .async_connections = async_connections});
 }
 
 int Fail(const Status& status) {
   std::fprintf(stderr, "error: %s (%s)\n", status.message().c_str(), std::string(StatusCodeName(status.code())).c_str());
   return 1;
 }
+
+namespace {
 
 // The request's inputs: files where given, random data shaped from the metadata otherwise.
 StatusOr<std::vector<Tensor>> BuildInputs(const InferFlags& flags, const client::ModelMetadata& metadata) {
@@ -45,12 +47,8 @@ StatusOr<std::vector<Tensor>> BuildInputs(const InferFlags& flags, const client:
     if (eq == std::string::npos) return Status::InvalidArgument("--input '" + spec + "' is not NAME=FILE");
     files[spec.substr(0, eq)] = spec.substr(eq + 1);
   }
-  std::map<std::string, Shape> shapes;
-  for (const std::string& spec : flags.shapes) {
-    ASSIGN_OR_RETURN(auto parsed, client::ParseShapeFlag(spec));
-    shapes.insert(parsed);
-  }
-  const bool batching = !metadata.inputs.empty() && !metadata.inputs[0].shape.empty() && metadata.inputs[0].shape[0] == -1;
+  ASSIGN_OR_RETURN(auto shapes, client::ParseShapeFlags(flags.shapes));
+  const bool batching = client::HasBatchDim(metadata);
   std::vector<Tensor> inputs;
   std::mt19937 rng(1);
   for (const client::TensorMetadata& input : metadata.inputs) {

@@ -2,8 +2,12 @@
 // KServe v2 server (inferd or Triton) over HTTP or gRPC.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "client/client.h"
+#include "common/status.h"
 
 namespace CLI {
 class App;
@@ -33,6 +37,11 @@ struct ModelsFlags {
 };
 
 void AddConnectionFlags(CLI::App* command, ConnectionFlags* flags);
+// A client for the flags (the URL defaults by protocol). binary: HTTP tensors in the binary extension.
+StatusOr<std::unique_ptr<client::Client>> ConnectFrom(const ConnectionFlags& flags, bool binary = true,
+                                                     int async_connections = 4);
+// Prints "error: MESSAGE (CODE)" to stderr; returns the exit code 1.
+int Fail(const Status& status);
 void AddInferFlags(CLI::App* command, InferFlags* flags);
 void AddModelsFlags(CLI::App* command, ModelsFlags* flags);
 int RunInfer(const InferFlags& flags);

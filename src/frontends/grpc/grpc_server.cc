@@ -133,18 +133,9 @@ class StreamInferReactor final : public grpc::ServerBidiReactor<ModelInferReques
     auto parsed = ParseModelInferRequest(message);
     Status status = parsed.ok() ? ApplyClientDeadline(*context_, parsed->get()) : parsed.status();
     if (!status.ok()) return Answer(ErrorResponse(*message, status));
-    // The id and target are kept for the error answer: the request itself moves to the server.
-    auto failed = [this, id = message->id(), model = message->model_name(),
-                   version = message->model_version()](const Status& error) {
-      auto response = std::make_unique<ModelStreamInferResponse>();
-      response->set_error_message(error.message());
-      response->mutable_infer_response()->set_id(id);
-      response->mutable_infer_response()->set_model_name(model);
-      response->mutable_infer_response()->set_model_version(version);
-      Answer(std::move(response));
-    };
-    server_->InferAsync(std::move(parsed).value(), [this, failed](StatusOr<InferResponse> result) {
-      if (!result.ok()) return failed(result.status());
+    // The message stays alive for the error answer (the request's tensors point into it anyway).
+    server_->InferAsync(std::move(parsed).value(), [this, message](StatusOr<InferResponse> result) {
+      if (!result.ok()) return Answer(ErrorResponse(*message, result.status()));
       auto response = std::make_unique<ModelStreamInferResponse>();
       EncodeModelInferResponse(*result, response->mutable_infer_response());
       Answer(std::move(response));
