@@ -91,6 +91,8 @@ class Bench {
     std::vector<std::thread> senders;
     if (open_loop) {
       senders.emplace_back([this, level] { SendAtRate(level); });
+    } else if (flags_.async) {
+      for (int i = 0; i < static_cast<int>(level); ++i) SendChained();
     } else {
       for (int i = 0; i < static_cast<int>(level); ++i) senders.emplace_back([this] { SendBackToBack(); });
     }
@@ -131,6 +133,17 @@ class Bench {
       const auto sent = BenchClock::now();
       recorder_.Add(sent, client_->Infer(request_).ok());
     }
+  }
+
+  // One of `level` chains of asynchronous calls: each answer sends the next request, so the client
+  // needs no thread per request in flight (perf_analyzer's --async).
+  void SendChained() {
+    inflight_.fetch_add(1);
+    client_->InferAsync(request_, [this, sent = BenchClock::now()](StatusOr<InferResponse> result) {
+      recorder_.Add(sent, result.ok());
+      if (!stop_) SendChained();
+      inflight_.fetch_sub(1);  // after the next call counts, so WaitForInflight cannot see a gap
+    });
   }
 
   // Poisson arrivals: exponential gaps at the given rate, sent whether or not earlier requests have
@@ -308,6 +321,7 @@ void AddBenchFlags(CLI::App* command, BenchFlags* flags) {
   command->add_option("--input-data", flags->input_data, "random, zero, FILE.npy (single input) or a folder of NAME.npy")->capture_default_str();
   command->add_option("--format", flags->format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
   command->add_flag("--json-tensors", flags->json_tensors, "HTTP: send tensors as JSON arrays, not binary");
+  command->add_flag("-a,--async", flags->async, "Closed loop: keep the requests in flight with asynchronous calls, not a thread each");
 }
 
 int RunBench(const BenchFlags& flags) {

@@ -28,6 +28,7 @@ struct BenchFlags {
   std::string input_data = "random";  // random | zero | FILE.npy (single-input models) or DIR/NAME.npy
   std::string format = "table";       // table | csv | json
   bool json_tensors = false;
+  bool async = false;  // closed loop through asynchronous calls instead of a thread per request in flight
 };
 
 void AddBenchFlags(CLI::App* command, BenchFlags* flags);

@@ -90,6 +90,25 @@ def test_bench_open_loop_counts_errors(server):
     assert row["errors"] >= 5 and row["requests"] <= 5, row
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_bench_async_keeps_the_concurrency_in_flight(server, protocol):
+    ok = cli("bench", "-u", url(server, protocol), "-i", protocol, "-m", "identity_fp32", "--shape", "INPUT0:16",
+             "--async", "--concurrency", "4", "--duration", "0.5", "--warmup-ms", "100", "--format", "json")
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout)[0]
+    assert row["concurrency"] == 4 and row["requests"] > 0 and row["errors"] == 0, row
+    # queue_one runs one request (400 ms) and queues one more: a third in flight is refused at once,
+    # so three chains of async calls must see refusals, and one chain none.
+    crowded = cli("bench", "-u", url(server, protocol), "-i", protocol, "-m", "queue_one", "--async",
+                  "--concurrency", "3", "--duration", "1", "--warmup-ms", "0", "--format", "json")
+    assert crowded.returncode == 0, crowded.stderr
+    assert json.loads(crowded.stdout)[0]["errors"] > 0
+    alone = cli("bench", "-u", url(server, protocol), "-i", protocol, "-m", "queue_one", "--async",
+                "--concurrency", "1", "--duration", "1", "--warmup-ms", "0", "--format", "json")
+    assert alone.returncode == 0, alone.stderr
+    assert json.loads(alone.stdout)[0]["errors"] == 0
+
+
 def test_bench_rejects_a_model_it_cannot_feed(server):
     result = cli("bench", "-u", url(server, "http"), "-m", "identity_fp32", "--window-ms", "200")
     assert result.returncode == 1 and "--shape INPUT0" in result.stderr
