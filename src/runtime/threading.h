@@ -3,6 +3,9 @@
 // within the cores the server was given.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 namespace inferd::runtime {
 
 // Sets the OpenMP team size for parallel regions started by the calling thread. Returns false when
@@ -10,5 +13,11 @@ namespace inferd::runtime {
 bool SetIntraOpThreads(int threads);
 // The team size parallel regions started by the calling thread get (1 without OpenMP).
 int IntraOpThreads();
+
+// Runs body(begin, end) over [0, count) split into one contiguous range per intra-op thread, on
+// the OpenMP team oneDNN uses (libgomp's own entry point, found like omp_set_num_threads): our
+// kernels' parallel loops share oneDNN's threads instead of starting a second pool. Runs inline
+// with one thread, a small count, or no OpenMP runtime.
+void ParallelFor(int64_t count, const std::function<void(int64_t begin, int64_t end)>& body);
 
 }  // namespace inferd::runtime

@@ -5,7 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
+#include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/run_context.h"
 #include "runtime/session.h"
@@ -93,6 +96,61 @@ TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
     auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .persist_tuning = true, .intra_op_threads = 3});
     ASSERT_TRUE(session.ok());
     EXPECT_EQ((*session)->tuning().size(), 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// x -> Conv 3x3 -> r -> Conv 3x3 + Relu -> Conv 3x3 + r (residual) + Relu -> Conv 1x1 -> y: after
+// the first convolution every tensor up to the last is blocked, so the second and third can take
+// Winograd (graph inputs and outputs are plain).
+Graph ConvChain() {
+  GraphBuilder b;
+  b.Input("x");
+  for (const char* name : {"w1", "w2", "w3"}) b.Constant(name, Random({16, 16, 3, 3}, name[1], -0.3f, 0.3f));
+  b.Constant("w4", Random({16, 16, 1, 1}, 4, -0.3f, 0.3f));
+  b.Constant("b", Random({16}, 9));
+  const auto pads = Ints({1, 1, 1, 1});
+  b.Op("Conv", {"x", "w1", "b"}, {"r"}, {{"pads", pads}})
+      .Op("Conv", {"r", "w2", "b"}, {"c2"}, {{"pads", pads}})
+      .Op("Relu", {"c2"}, {"a2"})
+      .Op("Conv", {"a2", "w3", "b"}, {"c3"}, {{"pads", pads}})
+      .Op("Add", {"c3", "r"}, {"sum"})
+      .Op("Relu", {"sum"}, {"a3"})
+      .Op("Conv", {"a3", "w4", "b"}, {"y"})
+      .Output("y");
+  return b.graph();
+}
+
+int WinogradConvs(const Session& session) {
+  int count = 0;
+  for (size_t n = 0; n < session.graph().nodes.size(); ++n) {
+    if (session.kernel(n).Implementation().find("winograd") != std::string::npos) ++count;
+  }
+  return count;
+}
+
+TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
+  if (!dnnl_kernels::WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_winograd_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Graph graph = ConvChain();
+  const Tensor x = Random({2, 16, 9, 9}, 5);
+  {
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = dir / "timed", .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectMatchesReference(**session, graph, x);
+  }
+  std::stringstream timed;
+  timed << std::ifstream(dir / "timed").rdbuf();
+  ASSERT_NE(timed.str().find("+winograd"), std::string::npos) << timed.str();
+  // Whatever the timing chose, force each candidate in turn through an edited cache file.
+  for (int choice : {0, 1}) {
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed.str(), std::regex("(\\+winograd\t)\\d+"), "$01" + std::to_string(choice));
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectMatchesReference(**session, graph, x);
+    EXPECT_EQ(WinogradConvs(**session), choice == 0 ? 2 : 0) << "choice " << choice;
   }
   std::filesystem::remove_all(dir);
 }

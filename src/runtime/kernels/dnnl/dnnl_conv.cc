@@ -9,6 +9,7 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/dnnl/dnnl_post_ops.h"
+#include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
@@ -59,7 +60,7 @@ class DnnlConv final : public Kernel {
         // Candidates are timed on this call's real tensors (tuning.h); each writes the output.
         // Their weights are packed privately meanwhile; the loser's go with them, and the winner
         // takes the session's shared copy.
-        const int choice = ChooseFastest(plan->tuning_key, static_cast<int>(plan->candidates.size()), 0, [&](int i) {
+        const int choice = ChooseFastest(plan->tuning_key, static_cast<int>(plan->candidates.size()), plan->default_choice, [&](int i) {
           return Guarded("Conv", [&] { return Execute(plan, &plan->candidates[i], *x, *w, bias, residual, dst, false); });
         });
         Candidate winner = std::move(plan->candidates[choice]);
@@ -75,9 +76,11 @@ class DnnlConv final : public Kernel {
   }
 
  private:
-  // One way oneDNN can run the convolution (its implementations in order of preference).
+  // One way to run the convolution: one of oneDNN's implementations (in its order of preference),
+  // or our Winograd F(2x2, 3x3) (dnnl_winograd.h), which comes first when it applies.
   struct Candidate {
     std::string implementation;
+    std::shared_ptr<WinogradConv> winograd;  // set: this candidate is Winograd, the rest is unused
     dnnl::memory::desc src_desc, dst_desc, weights_desc;
     dnnl::convolution_forward primitive;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
@@ -94,6 +97,7 @@ class DnnlConv final : public Kernel {
     FusedPostOps post_ops;
     std::vector<Candidate> candidates;
     int chosen = -1;  // until the first run has timed them
+    int default_choice = 0;  // oneDNN's first: Winograd is used only where timing chose it
     std::string tuning_key;
   };
 
@@ -105,6 +109,10 @@ class DnnlConv final : public Kernel {
 
   Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                  float* dst, bool shared_weights = true) {
+    if (c->winograd) {
+      return c->winograd->Run(x.values<float>().data(), w.data, bias ? bias->values<float>().data() : nullptr,
+                              residual ? residual->values<float>().data() : nullptr, dst);
+    }
     c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights);
     dnnl::stream& stream = ThreadStream();
     dnnl::memory src = Wrap(plan->src_desc, x.data.get());
@@ -198,6 +206,15 @@ class DnnlConv final : public Kernel {
                        (residual_blocked ? "b" : "p") + " post=";
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
+    // Winograd reads and writes the blocked layout only, and an Add's residual in the output's.
+    const bool winograd = layouts_.input(0) && layouts_.output(0) &&
+                          (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
+                          WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
+    // Choice i is Winograd's at 0 when it applies, then oneDNN's implementations; the key says
+    // which numbering a cached choice uses.
+    const int first_onednn = winograd ? 1 : 0;
+    if (winograd) plan->tuning_key += " +winograd";
+    plan->default_choice = first_onednn;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
     // iterator reads the op desc, which must outlive the iteration. With the choice already known
     // (cached, or tuning off) only that one is built.
@@ -217,10 +234,28 @@ class DnnlConv final : public Kernel {
         if (!pd.next_impl()) break;
       }
     };
-    const std::optional<int> known = KnownChoice(plan->tuning_key, 0);
-    collect(known);
-    if (known && plan->candidates.empty()) collect(std::nullopt);  // a stale cached index
-    if (plan->candidates.empty() || plan->candidates[0].implementation.rfind("ref", 0) == 0) {
+    auto build = [&](std::optional<int> only) -> Status {
+      plan->candidates.clear();
+      if (winograd && (!only || *only == 0)) {
+        const int64_t pad_top = w.pads[0], pad_left = w.pads[1];
+        ASSIGN_OR_RETURN(std::unique_ptr<WinogradConv> conv,
+                         WinogradConv::Create({.batch = x_shape[0], .in_channels = x_shape[1], .out_channels = filters,
+                                               .in_h = x_shape[2], .in_w = x_shape[3], .out_h = out_spatial[0],
+                                               .out_w = out_spatial[1], .pad_top = pad_top, .pad_left = pad_left},
+                                              post_ops_));
+        Candidate c;
+        c.implementation = "winograd_f2x2_3x3:avx2";
+        c.winograd = std::move(conv);
+        plan->candidates.push_back(std::move(c));
+      }
+      if (!only || *only >= first_onednn) collect(only ? std::optional<int>(*only - first_onednn) : std::nullopt);
+      return Status::Ok();
+    };
+    const std::optional<int> known = KnownChoice(plan->tuning_key, first_onednn);
+    RETURN_IF_ERROR(build(known));
+    if (known && plan->candidates.empty()) RETURN_IF_ERROR(build(std::nullopt));  // a stale cached index
+    if (plan->candidates.empty() ||
+        (!plan->candidates[0].winograd && plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
       // Only reference implementations for free layouts: the tensors' own layouts then.
       plan->candidates.clear();
       const auto fixed_desc = make_desc(plan->src_desc, plan->dst_desc);

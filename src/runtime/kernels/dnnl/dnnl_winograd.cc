@@ -1,0 +1,256 @@
+#include "runtime/kernels/dnnl/dnnl_winograd.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "runtime/threading.h"
+
+namespace inferd::runtime::dnnl_kernels {
+namespace {
+
+#define INFERD_AVX2 __attribute__((target("avx2,fma")))
+
+constexpr int64_t kBlock = 8;  // channels per nChw8c block: one AVX2 vector
+// Scratch per chunk of tiles, transformed inputs and products together (floats): 4 MB, so that a
+// chunk's V and M stay in the last-level cache between the three steps.
+constexpr int64_t kScratchFloats = int64_t{1} << 20;
+constexpr int64_t kMinChunkTiles = 32;  // fewer rows and the matmul runs below its speed
+
+// The chunk's transformed inputs and products, reused by every Winograd convolution on the thread
+// (a model instance thread runs one at a time); bounded by kScratchFloats (or one minimum chunk).
+// Cache-line aligned: the matmul ran ~1.5x slower on malloc's 16-byte alignment.
+float* ThreadScratch(size_t floats) {
+  thread_local std::unique_ptr<float, decltype(&std::free)> scratch(nullptr, &std::free);
+  thread_local size_t capacity = 0;
+  if (floats > capacity) {
+    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    scratch.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    capacity = scratch ? floats : 0;
+  }
+  return scratch.get();
+}
+
+// Input tile (n, th, tw) of one channel block: 4x4 vectors d, zero outside the image, into
+// B^T d B, written to v[p * stride] for p = 4i + j.
+// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+INFERD_AVX2 void TransformInputTile(const float* plane, int64_t h, int64_t w, int64_t y0, int64_t x0, float* v,
+                                    int64_t stride) {
+  __m256 d[4][4];
+  for (int i = 0; i < 4; ++i) {
+    const int64_t y = y0 + i;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t x = x0 + j;
+      d[i][j] = (y >= 0 && y < h && x >= 0 && x < w) ? _mm256_loadu_ps(plane + (y * w + x) * kBlock)
+                                                     : _mm256_setzero_ps();
+    }
+  }
+  __m256 r[4][4];
+  for (int j = 0; j < 4; ++j) {
+    r[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
+    r[1][j] = _mm256_add_ps(d[1][j], d[2][j]);
+    r[2][j] = _mm256_sub_ps(d[2][j], d[1][j]);
+    r[3][j] = _mm256_sub_ps(d[1][j], d[3][j]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(v + (4 * i + 0) * stride, _mm256_sub_ps(r[i][0], r[i][2]));
+    _mm256_storeu_ps(v + (4 * i + 1) * stride, _mm256_add_ps(r[i][1], r[i][2]));
+    _mm256_storeu_ps(v + (4 * i + 2) * stride, _mm256_sub_ps(r[i][2], r[i][1]));
+    _mm256_storeu_ps(v + (4 * i + 3) * stride, _mm256_sub_ps(r[i][1], r[i][3]));
+  }
+}
+
+INFERD_AVX2 __m256 ApplyPostOps(__m256 value, const std::vector<PostOp>& ops, const float* residual) {
+  for (const PostOp& op : ops) {
+    switch (op.kind) {
+      case PostOp::Kind::kAdd:
+        value = _mm256_add_ps(value, _mm256_loadu_ps(residual));
+        break;
+      case PostOp::Kind::kRelu:
+        value = _mm256_max_ps(value, _mm256_setzero_ps());
+        break;
+      case PostOp::Kind::kLeakyRelu: {
+        const __m256 negative = _mm256_cmp_ps(value, _mm256_setzero_ps(), _CMP_LT_OQ);
+        value = _mm256_blendv_ps(value, _mm256_mul_ps(value, _mm256_set1_ps(op.alpha)), negative);
+        break;
+      }
+      case PostOp::Kind::kClip:
+        value = _mm256_min_ps(_mm256_max_ps(value, _mm256_set1_ps(op.alpha)), _mm256_set1_ps(op.beta));
+        break;
+      default:
+        break;  // Applies() admits no other kind
+    }
+  }
+  return value;
+}
+
+// Products m[p * stride] (p = 4i + j) of one tile and channel block into A^T m A, the 2x2
+// outputs at (y0, x0), clipped to the image; bias and post-ops applied.
+// A^T = [1 1 1 0; 0 1 -1 -1].
+INFERD_AVX2 void TransformOutputTile(const float* m, int64_t stride, const float* bias, const std::vector<PostOp>& ops,
+                                     const float* residual_plane, float* plane, int64_t h, int64_t w, int64_t y0,
+                                     int64_t x0) {
+  __m256 s[2][4];
+  for (int j = 0; j < 4; ++j) {
+    const __m256 m0 = _mm256_loadu_ps(m + (0 + j) * stride), m1 = _mm256_loadu_ps(m + (4 + j) * stride);
+    const __m256 m2 = _mm256_loadu_ps(m + (8 + j) * stride), m3 = _mm256_loadu_ps(m + (12 + j) * stride);
+    s[0][j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+    s[1][j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+  }
+  const __m256 b = _mm256_loadu_ps(bias);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t y = y0 + i;
+    if (y >= h) break;
+    const __m256 out[2] = {_mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]),
+                           _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3])};
+    for (int j = 0; j < 2; ++j) {
+      const int64_t x = x0 + j;
+      if (x >= w) break;
+      const int64_t offset = (y * w + x) * kBlock;
+      const float* residual = residual_plane ? residual_plane + offset : nullptr;
+      _mm256_storeu_ps(plane + offset, ApplyPostOps(_mm256_add_ps(out[j], b), ops, residual));
+    }
+  }
+}
+
+// [16] x [tiles, C] x [C, K], all plain. Fixed sizes (one primitive for full chunks, one for the
+// last): oneDNN's GEMM with a run-time M measured slower.
+dnnl::matmul MakeProducts(int64_t tiles, int64_t c, int64_t k) {
+  const dnnl::memory::desc v = PlainDesc({16, tiles, c}), u = PlainDesc({16, c, k}), m = PlainDesc({16, tiles, k});
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(v, u, m), Engine()));
+}
+
+}  // namespace
+
+bool WinogradConv::CpuSupported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+
+bool WinogradConv::Applies(const Shape& x_shape, const Shape& w_shape, int64_t group, const std::vector<int64_t>& strides,
+                           const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
+                           const std::vector<PostOp>& post_ops) {
+  if (!CpuSupported() || x_shape.size() != 4 || w_shape.size() != 4 || group != 1) return false;
+  if (w_shape[2] != 3 || w_shape[3] != 3 || x_shape[1] % kBlock != 0 || w_shape[0] % kBlock != 0) return false;
+  for (int64_t s : strides) if (s != 1) return false;
+  for (int64_t d : dilations) if (d != 1) return false;
+  for (int64_t p : pads) if (p < 0 || p > 2) return false;
+  for (const PostOp& op : post_ops) {
+    using K = PostOp::Kind;
+    if (op.kind != K::kAdd && op.kind != K::kRelu && op.kind != K::kLeakyRelu && op.kind != K::kClip) return false;
+  }
+  return true;
+}
+
+StatusOr<std::unique_ptr<WinogradConv>> WinogradConv::Create(const WinogradShape& shape, std::vector<PostOp> post_ops,
+                                                             int64_t max_chunk_tiles) {
+  if (shape.out_h < 1 || shape.out_w < 1) return Status::InvalidArgument("Winograd: empty output");
+  const int64_t tiles = shape.batch * ((shape.out_h + 1) / 2) * ((shape.out_w + 1) / 2);
+  int64_t chunk = std::max(kMinChunkTiles, kScratchFloats / (16 * (shape.in_channels + shape.out_channels)));
+  if (max_chunk_tiles > 0) chunk = max_chunk_tiles;
+  chunk = std::min(chunk, tiles);
+  std::unique_ptr<WinogradConv> conv(new WinogradConv(shape, std::move(post_ops), chunk));
+  RETURN_IF_ERROR(Guarded("Winograd", [&] {
+    conv->products_ = MakeProducts(chunk, shape.in_channels, shape.out_channels);
+    if (const int64_t tail = tiles % chunk; tail != 0) {
+      conv->tail_products_ = MakeProducts(tail, shape.in_channels, shape.out_channels);
+    }
+    return Status::Ok();
+  }));
+  return conv;
+}
+
+WinogradConv::WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int64_t chunk_tiles)
+    : shape_(shape),
+      post_ops_(std::move(post_ops)),
+      tiles_h_((shape.out_h + 1) / 2),
+      tiles_w_((shape.out_w + 1) / 2),
+      tiles_(shape.batch * tiles_h_ * tiles_w_),
+      chunk_tiles_(chunk_tiles) {}
+
+// U = G g G^T per (output, input) channel pair, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+// stored [p][c][k] as the matmul's weights.
+void WinogradConv::TransformWeights(const float* weights) {
+  static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  const int64_t c_count = shape_.in_channels, k_count = shape_.out_channels;
+  transformed_weights_ = dnnl::memory(PlainDesc({16, c_count, k_count}), Engine());  // aligned, unlike a vector
+  float* u = static_cast<float*>(transformed_weights_.get_data_handle());
+  for (int64_t k = 0; k < k_count; ++k) {
+    for (int64_t c = 0; c < c_count; ++c) {
+      const float* g = weights + (k * c_count + c) * 9;
+      float gt[4][3];  // G g
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 3; ++j) gt[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 4; ++j) {
+          u[((4 * i + j) * c_count + c) * k_count + k] =
+              gt[i][0] * G[j][0] + gt[i][1] * G[j][1] + gt[i][2] * G[j][2];
+        }
+      }
+    }
+  }
+}
+
+// V[p][tile][c] for the chunk's tiles; work items are (channel block, tile) pairs.
+void WinogradConv::TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const {
+  const int64_t blocks = shape_.in_channels / kBlock, plane = shape_.in_h * shape_.in_w * kBlock;
+  const int64_t stride = tiles * shape_.in_channels;
+  ParallelFor(blocks * tiles, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t block = item / tiles, local = item % tiles, tile = first_tile + local;
+      const int64_t n = tile / (tiles_h_ * tiles_w_), th = tile / tiles_w_ % tiles_h_, tw = tile % tiles_w_;
+      TransformInputTile(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, 2 * th - shape_.pad_top,
+                         2 * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
+    }
+  });
+}
+
+void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias,
+                                   const float* residual, float* y) const {
+  const int64_t blocks = shape_.out_channels / kBlock, plane = shape_.out_h * shape_.out_w * kBlock;
+  const int64_t stride = tiles * shape_.out_channels;
+  ParallelFor(blocks * tiles, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t block = item / tiles, local = item % tiles, tile = first_tile + local;
+      const int64_t n = tile / (tiles_h_ * tiles_w_), th = tile / tiles_w_ % tiles_h_, tw = tile % tiles_w_;
+      const int64_t offset = (n * blocks + block) * plane;
+      TransformOutputTile(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
+                          residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, 2 * th,
+                          2 * tw);
+    }
+  });
+}
+
+Status WinogradConv::Run(const float* x, const std::shared_ptr<const uint8_t>& weights, const float* bias,
+                         const float* residual, float* y) {
+  if (weights.get() != weights_source_.get()) {
+    TransformWeights(reinterpret_cast<const float*>(weights.get()));
+    weights_source_ = weights;
+  }
+  std::vector<float> zero_bias;
+  if (bias == nullptr) {
+    zero_bias.assign(shape_.out_channels, 0.0f);
+    bias = zero_bias.data();
+  }
+  const int64_t c = shape_.in_channels, k = shape_.out_channels;
+  float* v = ThreadScratch(16 * chunk_tiles_ * (c + k));
+  if (v == nullptr) return Status::ResourceExhausted("Winograd: no memory for the transformed tiles");
+  float* m = v + 16 * chunk_tiles_ * c;
+  return Guarded("Winograd", [&] {
+    dnnl::stream& stream = ThreadStream();
+    for (int64_t first = 0; first < tiles_; first += chunk_tiles_) {
+      const int64_t tiles = std::min(chunk_tiles_, tiles_ - first);
+      TransformInput(x, first, tiles, v);
+      dnnl::matmul& products = tiles == chunk_tiles_ ? products_ : tail_products_;
+      products.execute(stream, {{DNNL_ARG_SRC, Wrap(PlainDesc({16, tiles, c}), v)},
+                                {DNNL_ARG_WEIGHTS, transformed_weights_},
+                                {DNNL_ARG_DST, Wrap(PlainDesc({16, tiles, k}), m)}});
+      stream.wait();
+      TransformOutput(m, first, tiles, bias, residual, y);
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace inferd::runtime::dnnl_kernels

@@ -1,0 +1,67 @@
+// 3x3 convolution by Winograd's minimal filtering, F(2x2, 3x3): each 2x2 block of outputs comes
+// from a 4x4 input tile with 16 multiplications per channel pair instead of 36.
+//
+// Why we write it: oneDNN 2.6 (Debian's) has Winograd only for AVX-512; on AVX2 its direct
+// kernels run resnet's 3x3 layers at 90-150 GFLOP/s. Here the 16 products of a tile are one
+// batched oneDNN matmul ([16] x [tiles, C] x [C, K]) and only the transforms are ours (AVX2). It is
+// offered to the Conv kernel's tuning as one more candidate, so it runs only on the layers where
+// it measured faster (on this machine: >= 128 channels; at 64 channels and 56x56 the transforms'
+// memory traffic eats the gain).
+//
+// Layouts: input, output and residual in oneDNN's nChw8c (aBcd8b), which layout propagation gives
+// a chain of convolutions; weights as ONNX has them, [K, C, 3, 3].
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/kernels/post_ops.h"
+
+namespace inferd::runtime::dnnl_kernels {
+
+struct WinogradShape {
+  int64_t batch = 0, in_channels = 0, out_channels = 0;
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t pad_top = 0, pad_left = 0;
+};
+
+class WinogradConv {
+ public:
+  // Whether F(2x2, 3x3) can run this convolution: 3x3, stride 1, no dilation, one group, channels
+  // in multiples of 8, pads <= 2, only the post-ops it applies itself (a residual Add, Relu,
+  // LeakyRelu, Clip), and a CPU with AVX2 and FMA.
+  static bool Applies(const Shape& x_shape, const Shape& w_shape, int64_t group, const std::vector<int64_t>& strides,
+                      const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
+                      const std::vector<PostOp>& post_ops);
+
+  // The CPU has what the transforms use (AVX2 and FMA).
+  static bool CpuSupported();
+
+  // `max_chunk_tiles` > 0 overrides how many tiles go through the three steps at a time (tests).
+  static StatusOr<std::unique_ptr<WinogradConv>> Create(const WinogradShape& shape, std::vector<PostOp> post_ops,
+                                                        int64_t max_chunk_tiles = 0);
+
+  // y = conv(x) + bias, then the post-ops (an Add reads `residual`, laid out as y). The weights are
+  // transformed when `weights` is not the buffer the last call had.
+  Status Run(const float* x, const std::shared_ptr<const uint8_t>& weights, const float* bias, const float* residual,
+             float* y);
+
+ private:
+  WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int64_t chunk_tiles);
+  void TransformWeights(const float* weights);
+  void TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const;
+  void TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias, const float* residual,
+                       float* y) const;
+
+  const WinogradShape shape_;
+  const std::vector<PostOp> post_ops_;
+  const int64_t tiles_h_, tiles_w_, tiles_, chunk_tiles_;
+  std::shared_ptr<const uint8_t> weights_source_;  // held, so its address cannot come back as another's
+  dnnl::memory transformed_weights_;                // U: [16][C][K]
+  dnnl::matmul products_, tail_products_;           // [16] x [tiles, C] x [C, K]: a full chunk, the last
+};
+
+}  // namespace inferd::runtime::dnnl_kernels

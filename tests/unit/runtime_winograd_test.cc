@@ -1,0 +1,153 @@
+// Winograd F(2x2, 3x3) (kernels/dnnl/dnnl_winograd.cc) against a direct convolution written out
+// here: edge tiles of odd output sizes, every pad combination it accepts, chunks with a shorter
+// last one, bias or none, each post-op it applies, and weights that change between runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/kernels/dnnl/dnnl_winograd.h"
+
+namespace inferd::runtime::dnnl_kernels {
+namespace {
+
+struct Case {
+  const char* name;
+  int64_t batch, channels, filters, h, w;
+  int64_t pad_top, pad_left, pad_bottom, pad_right;
+  std::vector<PostOp> post_ops;
+  bool bias = true;
+  int64_t chunk_tiles = 0;
+};
+
+std::vector<float> RandomValues(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// NCHW <-> nChw8c (channels a multiple of 8).
+std::vector<float> ToBlocked(const std::vector<float>& plain, int64_t n, int64_t c, int64_t hw) {
+  std::vector<float> blocked(plain.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) blocked[((i * (c / 8) + ch / 8) * hw + p) * 8 + ch % 8] = plain[(i * c + ch) * hw + p];
+  return blocked;
+}
+
+std::vector<float> FromBlocked(const std::vector<float>& blocked, int64_t n, int64_t c, int64_t hw) {
+  std::vector<float> plain(blocked.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) plain[(i * c + ch) * hw + p] = blocked[((i * (c / 8) + ch / 8) * hw + p) * 8 + ch % 8];
+  return plain;
+}
+
+float Apply(float v, const std::vector<PostOp>& ops, float residual) {
+  for (const PostOp& op : ops) {
+    switch (op.kind) {
+      case PostOp::Kind::kAdd: v += residual; break;
+      case PostOp::Kind::kRelu: v = std::max(v, 0.0f); break;
+      case PostOp::Kind::kLeakyRelu: v = v < 0 ? v * op.alpha : v; break;
+      case PostOp::Kind::kClip: v = std::min(std::max(v, op.alpha), op.beta); break;
+      default: ADD_FAILURE() << "post-op not in the test's oracle";
+    }
+  }
+  return v;
+}
+
+// The oracle: a direct 3x3 convolution, stride 1, in NCHW.
+std::vector<float> DirectConv(const Case& c, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>& bias, const std::vector<float>& residual, int64_t oh, int64_t ow) {
+  std::vector<float> y(c.batch * c.filters * oh * ow);
+  for (int64_t n = 0; n < c.batch; ++n)
+    for (int64_t k = 0; k < c.filters; ++k)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double sum = c.bias ? bias[k] : 0;
+          for (int64_t ch = 0; ch < c.channels; ++ch)
+            for (int64_t ky = 0; ky < 3; ++ky)
+              for (int64_t kx = 0; kx < 3; ++kx) {
+                const int64_t iy = oy + ky - c.pad_top, ix = ox + kx - c.pad_left;
+                if (iy < 0 || iy >= c.h || ix < 0 || ix >= c.w) continue;
+                sum += double(x[((n * c.channels + ch) * c.h + iy) * c.w + ix]) * w[((k * c.channels + ch) * 3 + ky) * 3 + kx];
+              }
+          const size_t at = ((n * c.filters + k) * oh + oy) * ow + ox;
+          y[at] = Apply(static_cast<float>(sum), c.post_ops, residual.empty() ? 0 : residual[at]);
+        }
+  return y;
+}
+
+std::shared_ptr<const uint8_t> Bytes(const std::vector<float>& v) {
+  auto copy = std::make_shared<std::vector<float>>(v);
+  return std::shared_ptr<const uint8_t>(copy, reinterpret_cast<const uint8_t*>(copy->data()));
+}
+
+class WinogradTest : public testing::TestWithParam<Case> {};
+
+TEST_P(WinogradTest, MatchesDirectConvolution) {
+  if (!WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  const Case& c = GetParam();
+  const Shape x_shape{c.batch, c.channels, c.h, c.w}, w_shape{c.filters, c.channels, 3, 3};
+  ASSERT_TRUE(WinogradConv::Applies(x_shape, w_shape, 1, {1, 1}, {1, 1}, {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right},
+                                    c.post_ops));
+  const int64_t oh = c.h + c.pad_top + c.pad_bottom - 2, ow = c.w + c.pad_left + c.pad_right - 2;
+  auto conv = WinogradConv::Create({.batch = c.batch, .in_channels = c.channels, .out_channels = c.filters, .in_h = c.h,
+                                    .in_w = c.w, .out_h = oh, .out_w = ow, .pad_top = c.pad_top, .pad_left = c.pad_left},
+                                   c.post_ops, c.chunk_tiles);
+  ASSERT_TRUE(conv.ok()) << conv.status().ToString();
+  const std::vector<float> x = RandomValues(c.batch * c.channels * c.h * c.w, 1);
+  const std::vector<float> bias = RandomValues(c.filters, 3);
+  std::vector<float> residual;
+  for (const PostOp& op : c.post_ops)
+    if (op.kind == PostOp::Kind::kAdd) residual = RandomValues(c.batch * c.filters * oh * ow, 4);
+  const std::vector<float> x_blocked = ToBlocked(x, c.batch, c.channels, c.h * c.w);
+  const std::vector<float> residual_blocked =
+      residual.empty() ? residual : ToBlocked(residual, c.batch, c.filters, oh * ow);
+  // Two sets of weights in turn: the second run must see the new ones.
+  for (uint32_t seed : {2u, 5u}) {
+    const std::vector<float> w = RandomValues(c.filters * c.channels * 9, seed);
+    std::vector<float> y_blocked(c.batch * c.filters * oh * ow, NAN);
+    ASSERT_TRUE((*conv)->Run(x_blocked.data(), Bytes(w), c.bias ? bias.data() : nullptr,
+                             residual.empty() ? nullptr : residual_blocked.data(), y_blocked.data()).ok());
+    const std::vector<float> got = FromBlocked(y_blocked, c.batch, c.filters, oh * ow);
+    const std::vector<float> want = DirectConv(c, x, w, bias, residual, oh, ow);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0f, std::fabs(want[i]))) << "element " << i << " weights seed " << seed;
+    }
+  }
+}
+
+using K = PostOp::Kind;
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WinogradTest,
+    testing::Values(Case{"same_pads_relu", 2, 8, 16, 6, 6, 1, 1, 1, 1, {{K::kRelu}}},
+                    Case{"odd_output", 1, 16, 8, 7, 5, 1, 1, 1, 1, {}},
+                    Case{"no_pads", 1, 8, 8, 6, 7, 0, 0, 0, 0, {}, false},
+                    Case{"asymmetric_pads", 2, 8, 8, 5, 6, 2, 0, 1, 2, {{K::kLeakyRelu, 0.1f}}},
+                    Case{"residual_then_relu", 2, 16, 16, 9, 9, 1, 1, 1, 1, {{K::kAdd}, {K::kRelu}}},
+                    Case{"clip", 1, 8, 24, 8, 8, 1, 1, 1, 1, {{K::kClip, -0.5f, 0.5f}}},
+                    // 3 tiles a chunk over 2 x 5 x 5 = 50 tiles: 16 full chunks and a last of 2.
+                    Case{"chunks_with_tail", 2, 8, 8, 9, 9, 1, 1, 1, 1, {{K::kRelu}}, true, 3},
+                    Case{"wide_channels", 1, 64, 32, 4, 4, 1, 1, 1, 1, {}}),
+    [](const testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+TEST(WinogradTest, AppliesOnlyWhereItIsExact) {
+  const Shape x{1, 16, 8, 8}, w{16, 16, 3, 3};
+  const std::vector<int64_t> ones{1, 1}, pads{1, 1, 1, 1};
+  if (!WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  EXPECT_TRUE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kAdd}, {K::kRelu}}));
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, {2, 2}, ones, pads, {}));                     // strided
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, {2, 2}, pads, {}));                     // dilated
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 2, ones, ones, pads, {}));                       // grouped
+  EXPECT_FALSE(WinogradConv::Applies(x, {16, 16, 5, 5}, 1, ones, ones, pads, {}));          // 5x5
+  EXPECT_FALSE(WinogradConv::Applies({1, 12, 8, 8}, {16, 12, 3, 3}, 1, ones, ones, pads, {}));  // 12 channels
+  EXPECT_FALSE(WinogradConv::Applies(x, {12, 16, 3, 3}, 1, ones, ones, pads, {}));          // 12 filters
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, ones, {3, 1, 1, 1}, {}));               // pad 3
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kSigmoid}}));          // unsupported post-op
+}
+
+}  // namespace
+}  // namespace inferd::runtime::dnnl_kernels
