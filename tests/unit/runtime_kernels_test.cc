@@ -6,7 +6,9 @@
 #include <random>
 
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/kernels/vector_math.h"
 #include "runtime/session.h"
+#include "runtime/threading.h"
 #include "runtime_test_util.h"
 
 namespace inferd::runtime {
@@ -465,6 +467,61 @@ TEST(SessionTest, RunErrorsNameTheNode) {
   Status status = (*session)->Run(std::vector<Tensor>{Random({2, 3}, 1), Random({4, 5}, 2)}, &outputs);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("MatMul 'under_test'"), std::string::npos) << status.message();
+}
+
+// The vectorised swish that follows oneDNN convolutions (kernels/vector_math.h): every length
+// (vector body and scalar tail), both thread counts, the whole float range and the special values.
+TEST(VectorMathTest, SwishMatchesTheFormula) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> wide(-100, 100);
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(SetIntraOpThreads(threads) || threads == 1);
+    for (int64_t count : {1, 7, 8, 9, 31, 100003}) {
+      std::vector<float> values(count);
+      for (float& v : values) v = wide(rng);
+      if (count > 8) {
+        values[0] = 0.0f, values[1] = 88.5f, values[2] = -88.5f, values[3] = 1e-30f;
+        values[4] = INFINITY, values[5] = NAN, values[6] = 1e30f;
+      }
+      std::vector<float> got = values;
+      SwishInPlace(got.data(), count);
+      for (int64_t i = 0; i < count; ++i) {
+        const double x = values[i], want = x / (1.0 + std::exp(-x));
+        if (std::isnan(x)) {
+          EXPECT_TRUE(std::isnan(got[i]));
+        } else if (std::isinf(want)) {
+          EXPECT_EQ(got[i], static_cast<float>(want));
+        } else {
+          // Below x = -87 the result is under 1e-35 (it underflows into denormals in the formula).
+          EXPECT_NEAR(got[i], want, 3e-7 * std::fabs(want) + 1e-35) << "x=" << x << " count " << count;
+        }
+      }
+    }
+  }
+  SetIntraOpThreads(1);
+}
+
+// A Swish after a convolution runs as that pass, after oneDNN's own post-ops: a residual Add and
+// the Swish on a blocked chain whose 5 channels pad to a block of 8.
+TEST(VectorMathTest, ConvolutionWithResidualThenSwishMatchesTheReference) {
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w1", Random({5, 3, 3, 3}, 1))
+                .Constant("w2", Random({5, 5, 3, 3}, 2))
+                .Op("Conv", {"x", "w1"}, {"r"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Conv", {"r", "w2"}, {"c"}, {{"pads", Ints({1, 1, 1, 1})}})
+                .Op("Add", {"c", "r"}, {"sum"})
+                .Op("Sigmoid", {"sum"}, {"gate"})
+                .Op("Mul", {"sum", "gate"}, {"s"})
+                .Op("MaxPool", {"s"}, {"y"}, {{"kernel_shape", Ints({2, 2})}})
+                .Output("y")
+                .graph();
+  ExpectSameAsReference(g, {Random({2, 3, 8, 8}, 3, -3, 3)});
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(session.ok());
+  for (const Node& node : (*session)->graph().nodes) {
+    EXPECT_TRUE(node.op_type == "Conv" || node.op_type == "MaxPool" || node.op_type == "Reorder") << node.op_type;
+  }
 }
 
 }  // namespace

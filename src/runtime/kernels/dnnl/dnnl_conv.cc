@@ -13,6 +13,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/kernels/vector_math.h"
 #include "runtime/tuning.h"
 #include "runtime/kernels/window.h"
 
@@ -95,6 +96,9 @@ class DnnlConv final : public Kernel {
     // The tensors' own layouts (plain or blocked, as the layout pass decided).
     dnnl::memory::desc src_desc, dst_desc, bias_desc, plain_weights_desc;
     FusedPostOps post_ops;
+    // A trailing Swish runs as our pass over the output, not as oneDNN's post-op, which costs
+    // several times the convolution itself on AVX2 (kernels/vector_math.h).
+    bool swish_after = false;
     std::vector<Candidate> candidates;
     int chosen = -1;  // until the first run has timed them
     int default_choice = 0;  // oneDNN's first: Winograd is used only where timing chose it
@@ -137,6 +141,7 @@ class DnnlConv final : public Kernel {
     c->primitive.execute(stream, args);
     if (c->dst_reorder) c->dst_reorder.execute(stream, c->primitive_dst, tensor_dst);
     stream.wait();
+    if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
     return Status::Ok();
   }
 
@@ -196,7 +201,9 @@ class DnnlConv final : public Kernel {
                                                         strides, dilations, pad_l, pad_r);
     };
     const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
-    if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
+    plan->swish_after = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish;
+    const std::vector<PostOp> onednn_post_ops(post_ops_.begin(), post_ops_.end() - (plan->swish_after ? 1 : 0));
+    if (!BuildPostOps(onednn_post_ops, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
       return Status::Ok();  // not usable
     }
     plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
