@@ -5,7 +5,7 @@
 
 For a 1x3x224x224 FP32 tensor (602 KB, an image) and a 1x16 FP32 tensor (64 B), at concurrency 1
 and 16, runs `inferd bench` (closed loop, one fixed window per run after a warm-up) over each
-protocol against a fresh `inferd serve` and prints requests/s and p99 (median over rounds) with the
+protocol (gRPC twice: a thread per request in flight, and `--async`) against a fresh `inferd serve` and prints requests/s and p99 (median over rounds) with the
 ratios the issue asks about. Load generator and server share the machine: on 2 cores the client's
 own encoding (JSON especially) is part of what is measured, as it is for any real client.
 Needs `bash scripts/build.sh release`.
@@ -33,7 +33,10 @@ MODELS = {
                       'input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 1, 16 ] } ]\n'
                       'output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1, 16 ] } ]\n',
 }
-PROTOCOLS = {"grpc": ["-i", "grpc"], "http-binary": ["-i", "http"], "http-json": ["-i", "http", "--json-tensors"]}
+# grpc-async: the closed loop as chains of async calls (`inferd bench --async`), which saves the
+# gRPC client a thread wake-up per request; HTTP's async path is a thread pool, so its threads stay.
+PROTOCOLS = {"grpc": ["-i", "grpc"], "grpc-async": ["-i", "grpc", "--async"], "http-binary": ["-i", "http"],
+             "http-json": ["-i", "http", "--json-tensors"]}
 
 
 def free_port():
@@ -60,7 +63,7 @@ def start_server(repo):
 
 def bench(model, protocol, concurrency, ports, seconds):
     http, grpc = ports
-    url = f"127.0.0.1:{grpc if protocol == 'grpc' else http}"
+    url = f"127.0.0.1:{grpc if protocol.startswith('grpc') else http}"
     result = subprocess.run([INFERD, "bench", "-m", model, "-u", url, *PROTOCOLS[protocol],
                              "--concurrency", str(concurrency), "--duration", str(seconds), "--warmup-ms", "500",
                              "--format", "json"], capture_output=True, text=True, timeout=120)
