@@ -142,15 +142,16 @@ TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
   }
   std::stringstream timed;
   timed << std::ifstream(dir / "timed").rdbuf();
-  ASSERT_NE(timed.str().find("+winograd"), std::string::npos) << timed.str();
-  // Whatever the timing chose, force each candidate in turn through an edited cache file.
-  for (int choice : {0, 1}) {
+  ASSERT_NE(timed.str().find("+winograd2,4"), std::string::npos) << timed.str();
+  // Whatever the timing chose, force each candidate in turn through an edited cache file: the two
+  // Winograd tilings, then oneDNN's first implementation.
+  for (int choice : {0, 1, 2}) {
     const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
-    std::ofstream(forced) << std::regex_replace(timed.str(), std::regex("(\\+winograd\t)\\d+"), "$01" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed.str(), std::regex("(\\+winograd2,4\t)\\d+"), "$01" + std::to_string(choice));
     auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
     ASSERT_TRUE(session.ok());
     ExpectMatchesReference(**session, graph, x);
-    EXPECT_EQ(WinogradConvs(**session), choice == 0 ? 2 : 0) << "choice " << choice;
+    EXPECT_EQ(WinogradConvs(**session), choice < 2 ? 2 : 0) << "choice " << choice;
   }
   std::filesystem::remove_all(dir);
 }

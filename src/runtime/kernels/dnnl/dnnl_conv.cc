@@ -78,7 +78,7 @@ class DnnlConv final : public Kernel {
 
  private:
   // One way to run the convolution: one of oneDNN's implementations (in its order of preference),
-  // or our Winograd F(2x2, 3x3) (dnnl_winograd.h), which comes first when it applies.
+  // or our Winograd F(2x2, 3x3) or F(4x4, 3x3) (dnnl_winograd.h), which come first when they apply.
   struct Candidate {
     std::string implementation;
     std::shared_ptr<WinogradConv> winograd;  // set: this candidate is Winograd, the rest is unused
@@ -217,10 +217,11 @@ class DnnlConv final : public Kernel {
     const bool winograd = layouts_.input(0) && layouts_.output(0) &&
                           (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
                           WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
-    // Choice i is Winograd's at 0 when it applies, then oneDNN's implementations; the key says
-    // which numbering a cached choice uses.
-    const int first_onednn = winograd ? 1 : 0;
-    if (winograd) plan->tuning_key += " +winograd";
+    // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, then oneDNN's
+    // implementations; the key says which numbering a cached choice uses.
+    constexpr int kWinogradTiles[] = {2, 4};
+    const int first_onednn = winograd ? 2 : 0;
+    if (winograd) plan->tuning_key += " +winograd2,4";
     plan->default_choice = first_onednn;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
     // iterator reads the op desc, which must outlive the iteration. With the choice already known
@@ -243,15 +244,16 @@ class DnnlConv final : public Kernel {
     };
     auto build = [&](std::optional<int> only) -> Status {
       plan->candidates.clear();
-      if (winograd && (!only || *only == 0)) {
-        const int64_t pad_top = w.pads[0], pad_left = w.pads[1];
+      for (int choice = 0; winograd && choice < first_onednn; ++choice) {
+        if (only && *only != choice) continue;
+        const int tile = kWinogradTiles[choice];
         ASSIGN_OR_RETURN(std::unique_ptr<WinogradConv> conv,
                          WinogradConv::Create({.batch = x_shape[0], .in_channels = x_shape[1], .out_channels = filters,
                                                .in_h = x_shape[2], .in_w = x_shape[3], .out_h = out_spatial[0],
-                                               .out_w = out_spatial[1], .pad_top = pad_top, .pad_left = pad_left},
-                                              post_ops_));
+                                               .out_w = out_spatial[1], .pad_top = w.pads[0], .pad_left = w.pads[1]},
+                                              post_ops_, tile));
         Candidate c;
-        c.implementation = "winograd_f2x2_3x3:avx2";
+        c.implementation = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile) + "_3x3:avx2";
         c.winograd = std::move(conv);
         plan->candidates.push_back(std::move(c));
       }

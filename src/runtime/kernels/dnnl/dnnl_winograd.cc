@@ -114,11 +114,82 @@ INFERD_AVX2 void TransformOutputTile(const float* m, int64_t stride, const float
   }
 }
 
-// [16] x [tiles, C] x [C, K], all plain. Fixed sizes (one primitive for full chunks, one for the
-// last): oneDNN's GEMM with a run-time M measured slower.
-dnnl::matmul MakeProducts(int64_t tiles, int64_t c, int64_t k) {
-  const dnnl::memory::desc v = PlainDesc({16, tiles, c}), u = PlainDesc({16, c, k}), m = PlainDesc({16, tiles, k});
+// [positions] x [tiles, C] x [C, K], all plain. Fixed sizes (one primitive for full chunks, one
+// for the last): oneDNN's GEMM with a run-time M measured slower.
+dnnl::matmul MakeProducts(int64_t positions, int64_t tiles, int64_t c, int64_t k) {
+  const dnnl::memory::desc v = PlainDesc({positions, tiles, c}), u = PlainDesc({positions, c, k});
+  const dnnl::memory::desc m = PlainDesc({positions, tiles, k});
   return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(v, u, m), Engine()));
+}
+
+// F(4x4, 3x3): 6x6 input tiles, 36 products, 4x4 outputs (Lavin and Gray's matrices).
+// B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1].
+INFERD_AVX2 inline void InputColumn6(const __m256 d[6], __m256 r[6]) {
+  const __m256 two = _mm256_set1_ps(2), four = _mm256_set1_ps(4), five = _mm256_set1_ps(5);
+  r[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
+  const __m256 d34 = _mm256_add_ps(d[3], d[4]), d4m3 = _mm256_sub_ps(d[4], d[3]);
+  r[1] = _mm256_sub_ps(d34, _mm256_mul_ps(four, _mm256_add_ps(d[1], d[2])));
+  r[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[1], d[2]), d4m3);
+  r[3] = _mm256_fmadd_ps(two, _mm256_sub_ps(d[3], d[1]), _mm256_sub_ps(d[4], d[2]));
+  r[4] = _mm256_fmadd_ps(two, _mm256_sub_ps(d[1], d[3]), _mm256_sub_ps(d[4], d[2]));
+  r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
+}
+
+INFERD_AVX2 void TransformInputTile4(const float* plane, int64_t h, int64_t w, int64_t y0, int64_t x0, float* v,
+                                     int64_t stride) {
+  __m256 rows[6][6];  // rows[i] = B^T applied down column j of the tile, for every j
+  for (int j = 0; j < 6; ++j) {
+    const int64_t x = x0 + j;
+    __m256 d[6];
+    for (int i = 0; i < 6; ++i) {
+      const int64_t y = y0 + i;
+      d[i] = (y >= 0 && y < h && x >= 0 && x < w) ? _mm256_loadu_ps(plane + (y * w + x) * kBlock) : _mm256_setzero_ps();
+    }
+    __m256 r[6];
+    InputColumn6(d, r);
+    for (int i = 0; i < 6; ++i) rows[i][j] = r[i];
+  }
+  for (int i = 0; i < 6; ++i) {
+    __m256 r[6];
+    InputColumn6(rows[i], r);
+    for (int j = 0; j < 6; ++j) _mm256_storeu_ps(v + (6 * i + j) * stride, r[j]);
+  }
+}
+
+// A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1].
+INFERD_AVX2 inline void OutputColumn6(const __m256 m[6], __m256 o[4]) {
+  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+  const __m256 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
+  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+  o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2), d, b);
+  o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4), c, a);
+  o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8), d, b), m[5]);
+}
+
+INFERD_AVX2 void TransformOutputTile4(const float* m, int64_t stride, const float* bias, const std::vector<PostOp>& ops,
+                                      const float* residual_plane, float* plane, int64_t h, int64_t w, int64_t y0,
+                                      int64_t x0) {
+  __m256 cols[4][6];  // A^T applied down each column j of the 6x6 products
+  for (int j = 0; j < 6; ++j) {
+    __m256 column[6], o[4];
+    for (int i = 0; i < 6; ++i) column[i] = _mm256_loadu_ps(m + (6 * i + j) * stride);
+    OutputColumn6(column, o);
+    for (int i = 0; i < 4; ++i) cols[i][j] = o[i];
+  }
+  const __m256 b = _mm256_loadu_ps(bias);
+  for (int i = 0; i < 4; ++i) {
+    const int64_t y = y0 + i;
+    if (y >= h) break;
+    __m256 out[4];
+    OutputColumn6(cols[i], out);
+    for (int j = 0; j < 4; ++j) {
+      const int64_t x = x0 + j;
+      if (x >= w) break;
+      const int64_t offset = (y * w + x) * kBlock;
+      const float* residual = residual_plane ? residual_plane + offset : nullptr;
+      _mm256_storeu_ps(plane + offset, ApplyPostOps(_mm256_add_ps(out[j], b), ops, residual));
+    }
+  }
 }
 
 }  // namespace
@@ -144,48 +215,59 @@ bool WinogradConv::Applies(const Shape& x_shape, const Shape& w_shape, int64_t g
 }
 
 StatusOr<std::unique_ptr<WinogradConv>> WinogradConv::Create(const WinogradShape& shape, std::vector<PostOp> post_ops,
-                                                             int64_t max_chunk_tiles) {
+                                                             int tile, int64_t max_chunk_tiles) {
   if (shape.out_h < 1 || shape.out_w < 1) return Status::InvalidArgument("Winograd: empty output");
-  const int64_t tiles = shape.batch * ((shape.out_h + 1) / 2) * ((shape.out_w + 1) / 2);
-  int64_t chunk = std::max(kMinChunkTiles, kScratchFloats / (16 * (shape.in_channels + shape.out_channels)));
+  if (tile != 2 && tile != 4) return Status::InvalidArgument("Winograd: output tiles are 2x2 or 4x4");
+  const int64_t positions = (tile + 2) * (tile + 2);
+  const int64_t tiles = shape.batch * ((shape.out_h + tile - 1) / tile) * ((shape.out_w + tile - 1) / tile);
+  int64_t chunk = std::max(kMinChunkTiles, kScratchFloats / (positions * (shape.in_channels + shape.out_channels)));
   if (max_chunk_tiles > 0) chunk = max_chunk_tiles;
   chunk = std::min(chunk, tiles);
-  std::unique_ptr<WinogradConv> conv(new WinogradConv(shape, std::move(post_ops), chunk));
+  std::unique_ptr<WinogradConv> conv(new WinogradConv(shape, std::move(post_ops), tile, chunk));
   RETURN_IF_ERROR(Guarded("Winograd", [&] {
-    conv->products_ = MakeProducts(chunk, shape.in_channels, shape.out_channels);
+    conv->products_ = MakeProducts(positions, chunk, shape.in_channels, shape.out_channels);
     if (const int64_t tail = tiles % chunk; tail != 0) {
-      conv->tail_products_ = MakeProducts(tail, shape.in_channels, shape.out_channels);
+      conv->tail_products_ = MakeProducts(positions, tail, shape.in_channels, shape.out_channels);
     }
     return Status::Ok();
   }));
   return conv;
 }
 
-WinogradConv::WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int64_t chunk_tiles)
+WinogradConv::WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int tile, int64_t chunk_tiles)
     : shape_(shape),
       post_ops_(std::move(post_ops)),
-      tiles_h_((shape.out_h + 1) / 2),
-      tiles_w_((shape.out_w + 1) / 2),
+      tile_(tile),
+      positions_((tile + 2) * (tile + 2)),
+      tiles_h_((shape.out_h + tile - 1) / tile),
+      tiles_w_((shape.out_w + tile - 1) / tile),
       tiles_(shape.batch * tiles_h_ * tiles_w_),
       chunk_tiles_(chunk_tiles) {}
 
-// U = G g G^T per (output, input) channel pair, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
-// stored [p][c][k] as the matmul's weights.
+// U = G g G^T per (output, input) channel pair, stored [p][c][k] as the matmul's weights. G is
+// [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] for 2x2 outputs and Lavin and Gray's 6x3 for 4x4.
 void WinogradConv::TransformWeights(const float* weights) {
-  static constexpr float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  static constexpr float kG2[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+  static constexpr float kG4[6][3] = {{1.0f / 4, 0, 0},
+                                      {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                      {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                      {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                      {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                      {0, 0, 1}};
+  const int n = tile_ + 2;
+  auto g_at = [&](int i, int j) { return tile_ == 2 ? kG2[i][j] : kG4[i][j]; };
   const int64_t c_count = shape_.in_channels, k_count = shape_.out_channels;
-  transformed_weights_ = dnnl::memory(PlainDesc({16, c_count, k_count}), Engine());  // aligned, unlike a vector
+  transformed_weights_ = dnnl::memory(PlainDesc({positions_, c_count, k_count}), Engine());  // aligned, unlike a vector
   float* u = static_cast<float*>(transformed_weights_.get_data_handle());
   for (int64_t k = 0; k < k_count; ++k) {
     for (int64_t c = 0; c < c_count; ++c) {
       const float* g = weights + (k * c_count + c) * 9;
-      float gt[4][3];  // G g
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 3; ++j) gt[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
-      for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) {
-          u[((4 * i + j) * c_count + c) * k_count + k] =
-              gt[i][0] * G[j][0] + gt[i][1] * G[j][1] + gt[i][2] * G[j][2];
+      float gt[6][3];  // G g
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < 3; ++j) gt[i][j] = g_at(i, 0) * g[j] + g_at(i, 1) * g[3 + j] + g_at(i, 2) * g[6 + j];
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < n; ++j) {
+          u[((n * i + j) * c_count + c) * k_count + k] = gt[i][0] * g_at(j, 0) + gt[i][1] * g_at(j, 1) + gt[i][2] * g_at(j, 2);
         }
       }
     }
@@ -200,8 +282,9 @@ void WinogradConv::TransformInput(const float* x, int64_t first_tile, int64_t ti
     for (int64_t item = begin; item < end; ++item) {
       const int64_t block = item / tiles, local = item % tiles, tile = first_tile + local;
       const int64_t n = tile / (tiles_h_ * tiles_w_), th = tile / tiles_w_ % tiles_h_, tw = tile % tiles_w_;
-      TransformInputTile(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, 2 * th - shape_.pad_top,
-                         2 * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
+      const auto transform = tile_ == 2 ? &TransformInputTile : &TransformInputTile4;
+      transform(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, tile_ * th - shape_.pad_top,
+                tile_ * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
     }
   });
 }
@@ -215,9 +298,9 @@ void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t t
       const int64_t block = item / tiles, local = item % tiles, tile = first_tile + local;
       const int64_t n = tile / (tiles_h_ * tiles_w_), th = tile / tiles_w_ % tiles_h_, tw = tile % tiles_w_;
       const int64_t offset = (n * blocks + block) * plane;
-      TransformOutputTile(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
-                          residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, 2 * th,
-                          2 * tw);
+      const auto transform = tile_ == 2 ? &TransformOutputTile : &TransformOutputTile4;
+      transform(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
+                residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, tile_ * th, tile_ * tw);
     }
   });
 }
@@ -234,18 +317,18 @@ Status WinogradConv::Run(const float* x, const std::shared_ptr<const uint8_t>& w
     bias = zero_bias.data();
   }
   const int64_t c = shape_.in_channels, k = shape_.out_channels;
-  float* v = ThreadScratch(16 * chunk_tiles_ * (c + k));
+  float* v = ThreadScratch(positions_ * chunk_tiles_ * (c + k));
   if (v == nullptr) return Status::ResourceExhausted("Winograd: no memory for the transformed tiles");
-  float* m = v + 16 * chunk_tiles_ * c;
+  float* m = v + positions_ * chunk_tiles_ * c;
   return Guarded("Winograd", [&] {
     dnnl::stream& stream = ThreadStream();
     for (int64_t first = 0; first < tiles_; first += chunk_tiles_) {
       const int64_t tiles = std::min(chunk_tiles_, tiles_ - first);
       TransformInput(x, first, tiles, v);
       dnnl::matmul& products = tiles == chunk_tiles_ ? products_ : tail_products_;
-      products.execute(stream, {{DNNL_ARG_SRC, Wrap(PlainDesc({16, tiles, c}), v)},
+      products.execute(stream, {{DNNL_ARG_SRC, Wrap(PlainDesc({positions_, tiles, c}), v)},
                                 {DNNL_ARG_WEIGHTS, transformed_weights_},
-                                {DNNL_ARG_DST, Wrap(PlainDesc({16, tiles, k}), m)}});
+                                {DNNL_ARG_DST, Wrap(PlainDesc({positions_, tiles, k}), m)}});
       stream.wait();
       TransformOutput(m, first, tiles, bias, residual, y);
     }

@@ -1,9 +1,11 @@
-// 3x3 convolution by Winograd's minimal filtering, F(2x2, 3x3): each 2x2 block of outputs comes
-// from a 4x4 input tile with 16 multiplications per channel pair instead of 36.
+// 3x3 convolution by Winograd's minimal filtering: F(2x2, 3x3) makes each 2x2 block of outputs
+// from a 4x4 input tile with 16 multiplications per channel pair instead of 36; F(4x4, 3x3) each
+// 4x4 block from a 6x6 tile with 36 instead of 144, at the cost of larger transforms and of
+// rounding (relative error ~1e-5 against ~1e-6; both well inside what the model tests allow).
 //
 // Why we write it: oneDNN 2.6 (Debian's) has Winograd only for AVX-512; on AVX2 its direct
-// kernels run resnet's 3x3 layers at 90-150 GFLOP/s. Here the 16 products of a tile are one
-// batched oneDNN matmul ([16] x [tiles, C] x [C, K]) and only the transforms are ours (AVX2). It is
+// kernels run resnet's 3x3 layers at 90-150 GFLOP/s. Here the products of all tiles are one
+// batched oneDNN matmul ([16 or 36] x [tiles, C] x [C, K]) and only the transforms are ours (AVX2). It is
 // offered to the Conv kernel's tuning as one more candidate, so it runs only on the layers where
 // it measured faster (on this machine: >= 128 channels; at 64 channels and 56x56 the transforms'
 // memory traffic eats the gain).
@@ -40,9 +42,10 @@ class WinogradConv {
   // The CPU has what the transforms use (AVX2 and FMA).
   static bool CpuSupported();
 
-  // `max_chunk_tiles` > 0 overrides how many tiles go through the three steps at a time (tests).
+  // `tile`: the output block, 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3)). `max_chunk_tiles` > 0
+  // overrides how many tiles go through the three steps at a time (tests).
   static StatusOr<std::unique_ptr<WinogradConv>> Create(const WinogradShape& shape, std::vector<PostOp> post_ops,
-                                                        int64_t max_chunk_tiles = 0);
+                                                        int tile, int64_t max_chunk_tiles = 0);
 
   // y = conv(x) + bias, then the post-ops (an Add reads `residual`, laid out as y). The weights are
   // transformed when `weights` is not the buffer the last call had.
@@ -50,7 +53,7 @@ class WinogradConv {
              float* y);
 
  private:
-  WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int64_t chunk_tiles);
+  WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int tile, int64_t chunk_tiles);
   void TransformWeights(const float* weights);
   void TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const;
   void TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias, const float* residual,
@@ -58,10 +61,12 @@ class WinogradConv {
 
   const WinogradShape shape_;
   const std::vector<PostOp> post_ops_;
+  const int tile_;            // outputs per tile side: 2 or 4
+  const int64_t positions_;  // (tile + 2)^2 products per tile and channel pair
   const int64_t tiles_h_, tiles_w_, tiles_, chunk_tiles_;
   std::shared_ptr<const uint8_t> weights_source_;  // held, so its address cannot come back as another's
-  dnnl::memory transformed_weights_;                // U: [16][C][K]
-  dnnl::matmul products_, tail_products_;           // [16] x [tiles, C] x [C, K]: a full chunk, the last
+  dnnl::memory transformed_weights_;                // U: [positions][C][K]
+  dnnl::matmul products_, tail_products_;           // [positions] x [tiles, C] x [C, K]: a full chunk, the last
 };
 
 }  // namespace inferd::runtime::dnnl_kernels
