@@ -69,6 +69,7 @@ class DnnlConv final : public Kernel {
         plan->candidates.clear();
         plan->candidates.push_back(std::move(winner));
         plan->chosen = 0;
+        DropUnusedWinogradWeights();
       }
       Candidate& chosen = plan->candidates[plan->chosen];
       last_ = chosen.implementation;
@@ -114,7 +115,8 @@ class DnnlConv final : public Kernel {
   Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                  float* dst, bool shared_weights = true) {
     if (c->winograd) {
-      return c->winograd->Run(x.values<float>().data(), w.data, bias ? bias->values<float>().data() : nullptr,
+      ASSIGN_OR_RETURN(const dnnl::memory* transformed, WinogradWeights(c->winograd->tile(), w));
+      return c->winograd->Run(x.values<float>().data(), *transformed, bias ? bias->values<float>().data() : nullptr,
                               residual ? residual->values<float>().data() : nullptr, dst);
     }
     c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights);
@@ -143,6 +145,32 @@ class DnnlConv final : public Kernel {
     stream.wait();
     if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
     return Status::Ok();
+  }
+
+  // Winograd's transformed weights for a tile size, shared by the plans of every batch size. Made
+  // again when the weights buffer changes (SameBuffer compares owners: an arena slot comes back at
+  // the same address), though today only constant weights reach Winograd: layout propagation
+  // keeps a convolution blocked only when its weights are constant.
+  StatusOr<const dnnl::memory*> WinogradWeights(int tile, const Tensor& w) {
+    TransformedWeights& entry = winograd_weights_[tile];
+    if (!SameBuffer(entry.source, w.data)) {
+      ASSIGN_OR_RETURN(entry.transformed, WinogradConv::TransformWeights(w.values<float>().data(), tile, w.shape[1], w.shape[0]));
+      entry.source = w.data;
+    }
+    return &entry.transformed;
+  }
+
+  // After a tuning: drops the transformed weights of tile sizes no plan chose.
+  void DropUnusedWinogradWeights() {
+    std::map<int, TransformedWeights> used;
+    for (auto& [key, plan] : plans_) {
+      if (plan.chosen < 0) continue;
+      const Candidate& chosen = plan.candidates[plan.chosen];
+      if (chosen.winograd && winograd_weights_.count(chosen.winograd->tile())) {
+        used[chosen.winograd->tile()] = winograd_weights_[chosen.winograd->tile()];
+      }
+    }
+    winograd_weights_ = std::move(used);
   }
 
   Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
@@ -303,6 +331,11 @@ class DnnlConv final : public Kernel {
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
   std::map<std::tuple<Shape, Shape, Shape>, Plan> plans_;
+  struct TransformedWeights {
+    std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
+    dnnl::memory transformed;
+  };
+  std::map<int, TransformedWeights> winograd_weights_;  // by output tile size
   std::string last_;  // empty: the fallback ran
 };
 

@@ -246,7 +246,8 @@ WinogradConv::WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_
 
 // U = G g G^T per (output, input) channel pair, stored [p][c][k] as the matmul's weights. G is
 // [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1] for 2x2 outputs and Lavin and Gray's 6x3 for 4x4.
-void WinogradConv::TransformWeights(const float* weights) {
+StatusOr<dnnl::memory> WinogradConv::TransformWeights(const float* weights, int tile, int64_t in_channels,
+                                                      int64_t out_channels) {
   static constexpr float kG2[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
   static constexpr float kG4[6][3] = {{1.0f / 4, 0, 0},
                                       {-1.0f / 6, -1.0f / 6, -1.0f / 6},
@@ -254,11 +255,16 @@ void WinogradConv::TransformWeights(const float* weights) {
                                       {1.0f / 24, 1.0f / 12, 1.0f / 6},
                                       {1.0f / 24, -1.0f / 12, 1.0f / 6},
                                       {0, 0, 1}};
-  const int n = tile_ + 2;
-  auto g_at = [&](int i, int j) { return tile_ == 2 ? kG2[i][j] : kG4[i][j]; };
-  const int64_t c_count = shape_.in_channels, k_count = shape_.out_channels;
-  transformed_weights_ = dnnl::memory(PlainDesc({positions_, c_count, k_count}), Engine());  // aligned, unlike a vector
-  float* u = static_cast<float*>(transformed_weights_.get_data_handle());
+  if (tile != 2 && tile != 4) return Status::InvalidArgument("Winograd: output tiles are 2x2 or 4x4");
+  const int n = tile + 2;
+  auto g_at = [&](int i, int j) { return tile == 2 ? kG2[i][j] : kG4[i][j]; };
+  const int64_t c_count = in_channels, k_count = out_channels;
+  dnnl::memory transformed;
+  RETURN_IF_ERROR(Guarded("Winograd", [&] {
+    transformed = dnnl::memory(PlainDesc({n * n, c_count, k_count}), Engine());  // aligned, unlike a vector
+    return Status::Ok();
+  }));
+  float* u = static_cast<float*>(transformed.get_data_handle());
   for (int64_t k = 0; k < k_count; ++k) {
     for (int64_t c = 0; c < c_count; ++c) {
       const float* g = weights + (k * c_count + c) * 9;
@@ -272,6 +278,7 @@ void WinogradConv::TransformWeights(const float* weights) {
       }
     }
   }
+  return transformed;
 }
 
 // V[p][tile][c] for the chunk's tiles; work items are (channel block, tile) pairs.
@@ -305,12 +312,8 @@ void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t t
   });
 }
 
-Status WinogradConv::Run(const float* x, const std::shared_ptr<const uint8_t>& weights, const float* bias,
+Status WinogradConv::Run(const float* x, const dnnl::memory& transformed_weights, const float* bias,
                          const float* residual, float* y) {
-  if (weights.get() != weights_source_.get()) {
-    TransformWeights(reinterpret_cast<const float*>(weights.get()));
-    weights_source_ = weights;
-  }
   std::vector<float> zero_bias;
   if (bias == nullptr) {
     zero_bias.assign(shape_.out_channels, 0.0f);
@@ -327,7 +330,7 @@ Status WinogradConv::Run(const float* x, const std::shared_ptr<const uint8_t>& w
       TransformInput(x, first, tiles, v);
       dnnl::matmul& products = tiles == chunk_tiles_ ? products_ : tail_products_;
       products.execute(stream, {{DNNL_ARG_SRC, Wrap(PlainDesc({positions_, tiles, c}), v)},
-                                {DNNL_ARG_WEIGHTS, transformed_weights_},
+                                {DNNL_ARG_WEIGHTS, transformed_weights},
                                 {DNNL_ARG_DST, Wrap(PlainDesc({positions_, tiles, k}), m)}});
       stream.wait();
       TransformOutput(m, first, tiles, bias, residual, y);

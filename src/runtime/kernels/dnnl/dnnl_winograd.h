@@ -47,14 +47,20 @@ class WinogradConv {
   static StatusOr<std::unique_ptr<WinogradConv>> Create(const WinogradShape& shape, std::vector<PostOp> post_ops,
                                                         int tile, int64_t max_chunk_tiles = 0);
 
-  // y = conv(x) + bias, then the post-ops (an Add reads `residual`, laid out as y). The weights are
-  // transformed when `weights` is not the buffer the last call had.
-  Status Run(const float* x, const std::shared_ptr<const uint8_t>& weights, const float* bias, const float* residual,
+  // The weights [K, C, 3, 3] transformed for `tile`: U [positions][C][K]. Kept by the caller, which
+  // shares them between the plans for different batch sizes (U is 16/9 or 4 times the weights).
+  static StatusOr<dnnl::memory> TransformWeights(const float* weights, int tile, int64_t in_channels,
+                                                 int64_t out_channels);
+
+  int tile() const { return tile_; }
+
+  // y = conv(x) + bias, then the post-ops (an Add reads `residual`, laid out as y), with U from
+  // TransformWeights for this tile and shape.
+  Status Run(const float* x, const dnnl::memory& transformed_weights, const float* bias, const float* residual,
              float* y);
 
  private:
   WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int tile, int64_t chunk_tiles);
-  void TransformWeights(const float* weights);
   void TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const;
   void TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias, const float* residual,
                        float* y) const;
@@ -64,8 +70,6 @@ class WinogradConv {
   const int tile_;            // outputs per tile side: 2 or 4
   const int64_t positions_;  // (tile + 2)^2 products per tile and channel pair
   const int64_t tiles_h_, tiles_w_, tiles_, chunk_tiles_;
-  std::shared_ptr<const uint8_t> weights_source_;  // held, so its address cannot come back as another's
-  dnnl::memory transformed_weights_;                // U: [positions][C][K]
   dnnl::matmul products_, tail_products_;           // [positions] x [tiles, C] x [C, K]: a full chunk, the last
 };
 
