@@ -85,6 +85,17 @@ INFERD_AVX2 __m256 ApplyPostOps(__m256 value, const std::vector<PostOp>& ops, co
   return value;
 }
 
+// One output row of a tile, `count` vectors from x0 on, clipped to the image width: bias, then
+// the post-ops (an Add reads the residual at the same place).
+INFERD_AVX2 void StoreOutputRow(const __m256* out, int count, __m256 bias, const std::vector<PostOp>& ops,
+                                const float* residual_plane, float* plane, int64_t w, int64_t y, int64_t x0) {
+  for (int j = 0; j < count && x0 + j < w; ++j) {
+    const int64_t offset = (y * w + x0 + j) * kBlock;
+    const float* residual = residual_plane ? residual_plane + offset : nullptr;
+    _mm256_storeu_ps(plane + offset, ApplyPostOps(_mm256_add_ps(out[j], bias), ops, residual));
+  }
+}
+
 // Products m[p * stride] (p = 4i + j) of one tile and channel block into A^T m A, the 2x2
 // outputs at (y0, x0), clipped to the image; bias and post-ops applied.
 // A^T = [1 1 1 0; 0 1 -1 -1].
@@ -104,13 +115,7 @@ INFERD_AVX2 void TransformOutputTile(const float* m, int64_t stride, const float
     if (y >= h) break;
     const __m256 out[2] = {_mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]),
                            _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3])};
-    for (int j = 0; j < 2; ++j) {
-      const int64_t x = x0 + j;
-      if (x >= w) break;
-      const int64_t offset = (y * w + x) * kBlock;
-      const float* residual = residual_plane ? residual_plane + offset : nullptr;
-      _mm256_storeu_ps(plane + offset, ApplyPostOps(_mm256_add_ps(out[j], b), ops, residual));
-    }
+    StoreOutputRow(out, 2, b, ops, residual_plane, plane, w, y, x0);
   }
 }
 
@@ -182,13 +187,7 @@ INFERD_AVX2 void TransformOutputTile4(const float* m, int64_t stride, const floa
     if (y >= h) break;
     __m256 out[4];
     OutputColumn6(cols[i], out);
-    for (int j = 0; j < 4; ++j) {
-      const int64_t x = x0 + j;
-      if (x >= w) break;
-      const int64_t offset = (y * w + x) * kBlock;
-      const float* residual = residual_plane ? residual_plane + offset : nullptr;
-      _mm256_storeu_ps(plane + offset, ApplyPostOps(_mm256_add_ps(out[j], b), ops, residual));
-    }
+    StoreOutputRow(out, 4, b, ops, residual_plane, plane, w, y, x0);
   }
 }
 
