@@ -90,7 +90,13 @@ StatusOr<int64_t> CountBytesElements(const uint8_t* data, size_t size) {
 }
 
 MutableBuffer AllocateBuffer(size_t size) {
-  return {std::make_shared_for_overwrite<uint8_t[]>(size == 0 ? 1 : size), size};
+  // Cache-line aligned: make_shared_for_overwrite put the array 16 bytes into a line (after its
+  // control block), so every other 32-byte vector access of a kernel split two lines. The memory
+  // plan's arena comes from here: efficientnet_b0 at batch 8 went from 81 to 74 ms (median of 4
+  // alternating runs); resnet50 and mobilenet_v3_large did not move.
+  constexpr std::align_val_t kAlignment{64};
+  auto* data = static_cast<uint8_t*>(::operator new[](size == 0 ? 1 : size, kAlignment));
+  return {std::shared_ptr<uint8_t[]>(data, [](uint8_t* p) { ::operator delete[](p, kAlignment); }), size};
 }
 
 uint16_t FloatToHalf(float value) {

@@ -70,7 +70,7 @@ struct Tensor {
   }
 };
 
-// A freshly allocated, uninitialised buffer (no per-element initialisation cost).
+// A freshly allocated, uninitialised buffer (no per-element initialisation cost), 64-byte aligned.
 struct MutableBuffer {
   std::shared_ptr<uint8_t[]> memory;
   size_t size = 0;
