@@ -280,18 +280,26 @@ StatusOr<dnnl::memory> WinogradConv::TransformWeights(const float* weights, int 
   return transformed;
 }
 
-// V[p][tile][c] for the chunk's tiles; work items are (channel block, tile) pairs.
-void WinogradConv::TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const {
-  const int64_t blocks = shape_.in_channels / kBlock, plane = shape_.in_h * shape_.in_w * kBlock;
-  const int64_t stride = tiles * shape_.in_channels;
+// Runs fn(block, local, n, th, tw) for every (channel block, tile of the chunk) pair, split over
+// the intra-op threads; `local` counts tiles from the chunk's first, (n, th, tw) place the tile.
+template <typename Fn>
+void WinogradConv::ForEachTile(int64_t blocks, int64_t first_tile, int64_t tiles, const Fn& fn) const {
   ParallelFor(blocks * tiles, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t block = item / tiles, local = item % tiles, tile = first_tile + local;
-      const int64_t n = tile / (tiles_h_ * tiles_w_), th = tile / tiles_w_ % tiles_h_, tw = tile % tiles_w_;
-      const auto transform = tile_ == 2 ? &TransformInputTile : &TransformInputTile4;
-      transform(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, tile_ * th - shape_.pad_top,
-                tile_ * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
+      fn(block, local, tile / (tiles_h_ * tiles_w_), tile / tiles_w_ % tiles_h_, tile % tiles_w_);
     }
+  });
+}
+
+// V[p][tile][c] for the chunk's tiles.
+void WinogradConv::TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const {
+  const int64_t blocks = shape_.in_channels / kBlock, plane = shape_.in_h * shape_.in_w * kBlock;
+  const int64_t stride = tiles * shape_.in_channels;
+  const auto transform = tile_ == 2 ? &TransformInputTile : &TransformInputTile4;
+  ForEachTile(blocks, first_tile, tiles, [&](int64_t block, int64_t local, int64_t n, int64_t th, int64_t tw) {
+    transform(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, tile_ * th - shape_.pad_top,
+              tile_ * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
   });
 }
 
@@ -299,15 +307,11 @@ void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t t
                                    const float* residual, float* y) const {
   const int64_t blocks = shape_.out_channels / kBlock, plane = shape_.out_h * shape_.out_w * kBlock;
   const int64_t stride = tiles * shape_.out_channels;
-  ParallelFor(blocks * tiles, [&](int64_t begin, int64_t end) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t block = item / tiles, local = item % tiles, tile = first_tile + local;
-      const int64_t n = tile / (tiles_h_ * tiles_w_), th = tile / tiles_w_ % tiles_h_, tw = tile % tiles_w_;
-      const int64_t offset = (n * blocks + block) * plane;
-      const auto transform = tile_ == 2 ? &TransformOutputTile : &TransformOutputTile4;
-      transform(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
-                residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, tile_ * th, tile_ * tw);
-    }
+  const auto transform = tile_ == 2 ? &TransformOutputTile : &TransformOutputTile4;
+  ForEachTile(blocks, first_tile, tiles, [&](int64_t block, int64_t local, int64_t n, int64_t th, int64_t tw) {
+    const int64_t offset = (n * blocks + block) * plane;
+    transform(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
+              residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, tile_ * th, tile_ * tw);
   });
 }
 

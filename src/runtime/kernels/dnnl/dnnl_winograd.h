@@ -61,6 +61,8 @@ class WinogradConv {
 
  private:
   WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int tile, int64_t chunk_tiles);
+  template <typename Fn>
+  void ForEachTile(int64_t blocks, int64_t first_tile, int64_t tiles, const Fn& fn) const;
   void TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const;
   void TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias, const float* residual,
                        float* y) const;
