@@ -317,10 +317,9 @@ void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t t
 
 Status WinogradConv::Run(const float* x, const dnnl::memory& transformed_weights, const float* bias,
                          const float* residual, float* y) {
-  std::vector<float> zero_bias;
   if (bias == nullptr) {
-    zero_bias.assign(shape_.out_channels, 0.0f);
-    bias = zero_bias.data();
+    if (zero_bias_.empty()) zero_bias_.assign(shape_.out_channels, 0.0f);
+    bias = zero_bias_.data();
   }
   const int64_t c = shape_.in_channels, k = shape_.out_channels;
   float* v = ThreadScratch(positions_ * chunk_tiles_ * (c + k));

@@ -72,6 +72,7 @@ class WinogradConv {
   const int tile_;            // outputs per tile side: 2 or 4
   const int64_t positions_;  // (tile + 2)^2 products per tile and channel pair
   const int64_t tiles_h_, tiles_w_, tiles_, chunk_tiles_;
+  std::vector<float> zero_bias_;                    // the bias of a convolution without one
   dnnl::matmul products_, tail_products_;           // [positions] x [tiles, C] x [C, K]: a full chunk, the last
 };
 
