@@ -158,19 +158,6 @@ int RunServe(const ServeFlags& flags) {
     spdlog::critical("{}", status.message());
     return 1;
   }
-  HttpServer http({.address = flags.http_address,
-                   .port = flags.http_port,
-                   .io_threads = flags.http_threads > 0 ? flags.http_threads : DefaultHttpThreads(),
-                   .max_body_bytes = flags.http_max_body_bytes},
-                  RouteByApi(MakeKServeHandler(&server), MakeTfServingHandler(&server)));
-  HttpServer metrics({.address = flags.http_address, .port = flags.metrics_port, .io_threads = 1},
-                     MakeMetricsHandler(&server));
-  for (auto* listener : {&http, &metrics}) {
-    if (Status status = listener->Start(); !status.ok()) {
-      spdlog::critical("{}", status.message());
-      return 1;
-    }
-  }
   GrpcServer grpc({.address = flags.grpc_address,
                    .port = flags.grpc_port,
                    .max_message_bytes = flags.grpc_max_message_bytes,
@@ -181,8 +168,23 @@ int RunServe(const ServeFlags& flags) {
                    .http2_min_recv_ping_interval_without_data_ms = flags.grpc_http2_min_recv_ping_interval_ms,
                    .http2_max_ping_strikes = flags.grpc_http2_max_ping_strikes},
                   &server);
+  // gRPC first: a client that saw /v2/health/live answer on the HTTP port may connect to gRPC at
+  // once (the e2e harness does), and must not find the port still closed.
   if (flags.allow_grpc) {
     if (Status status = grpc.Start(); !status.ok()) {
+      spdlog::critical("{}", status.message());
+      return 1;
+    }
+  }
+  HttpServer http({.address = flags.http_address,
+                   .port = flags.http_port,
+                   .io_threads = flags.http_threads > 0 ? flags.http_threads : DefaultHttpThreads(),
+                   .max_body_bytes = flags.http_max_body_bytes},
+                  RouteByApi(MakeKServeHandler(&server), MakeTfServingHandler(&server)));
+  HttpServer metrics({.address = flags.http_address, .port = flags.metrics_port, .io_threads = 1},
+                     MakeMetricsHandler(&server));
+  for (auto* listener : {&http, &metrics}) {
+    if (Status status = listener->Start(); !status.ok()) {
       spdlog::critical("{}", status.message());
       return 1;
     }
