@@ -96,7 +96,7 @@ std::string Compare(const Tensor& expected, const Tensor& actual) {
 // What the data file of each graph input (in the session's order: initializers are not inputs)
 // and output holds: a TensorProto, a SequenceProto or an OptionalProto.
 enum class DataKind { kTensor, kSequence, kOptional };
-struct SequenceSlots {
+struct DataKinds {
   std::vector<DataKind> inputs, outputs;
 };
 
@@ -106,8 +106,8 @@ DataKind KindOf(const onnx::TypeProto& type) {
   return DataKind::kTensor;
 }
 
-SequenceSlots FindSequenceSlots(const fs::path& model_path) {
-  SequenceSlots slots;
+DataKinds FindDataKinds(const fs::path& model_path) {
+  DataKinds slots;
   std::ifstream in(model_path, std::ios::binary);
   onnx::ModelProto model;
   if (!model.ParseFromIstream(&in)) return slots;
@@ -189,16 +189,16 @@ Result RunTest(const fs::path& dir) {
   }
   std::sort(data_sets.begin(), data_sets.end());
   if (data_sets.empty()) return {Outcome::kUnsupported, "no test data"};
-  const SequenceSlots sequences = FindSequenceSlots(dir / "model.onnx");
+  const DataKinds kinds = FindDataKinds(dir / "model.onnx");
   for (const fs::path& data : data_sets) {
     std::vector<Tensor> inputs, expected, actual;
     for (const fs::path& file : Numbered(data, "input_")) {
-      auto tensor = ReadDataFile(file, sequences.inputs, inputs.size());
+      auto tensor = ReadDataFile(file, kinds.inputs, inputs.size());
       if (!tensor.ok()) return {Outcome::kUnsupported, "input " + file.filename().string() + ": " + tensor.status().message()};
       inputs.push_back(std::move(tensor).value());
     }
     for (const fs::path& file : Numbered(data, "output_")) {
-      auto tensor = ReadDataFile(file, sequences.outputs, expected.size());
+      auto tensor = ReadDataFile(file, kinds.outputs, expected.size());
       if (!tensor.ok()) return {Outcome::kUnsupported, "output " + file.filename().string() + ": " + tensor.status().message()};
       expected.push_back(std::move(tensor).value());
     }

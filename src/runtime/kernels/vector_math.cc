@@ -12,11 +12,6 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements per parallel item: enough to pay the fork
 
-bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
 // exp(x) by Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2) and a degree-6 polynomial
 // for exp(r) (Cephes' coefficients), then 2^n through the exponent bits. Inputs are clamped to
 // [-87, 88], where the result stays a normal float.
@@ -36,6 +31,10 @@ __attribute__((target("avx2,fma"))) __m256 Exp(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(two_to_n));
 }
 
+void SwishRangeScalar(float* data, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) data[i] = data[i] / (1.0f + std::exp(-data[i]));
+}
+
 __attribute__((target("avx2,fma"))) void SwishRangeAvx2(float* data, int64_t begin, int64_t end) {
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
@@ -43,17 +42,18 @@ __attribute__((target("avx2,fma"))) void SwishRangeAvx2(float* data, int64_t beg
     const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
     _mm256_storeu_ps(data + i, _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
   }
-  for (; i < end; ++i) data[i] = data[i] / (1.0f + std::exp(-data[i]));
-}
-
-void SwishRangeScalar(float* data, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) data[i] = data[i] / (1.0f + std::exp(-data[i]));
+  SwishRangeScalar(data, i, end);
 }
 
 }  // namespace
 
+bool CpuHasAvx2Fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
 void SwishInPlace(float* data, int64_t count) {
-  const bool avx2 = CpuHasAvx2();
+  const bool avx2 = CpuHasAvx2Fma();
   const int64_t items = (count + kGrain - 1) / kGrain;
   ParallelFor(items, [&](int64_t first, int64_t last) {
     const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);

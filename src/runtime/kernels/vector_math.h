@@ -9,6 +9,9 @@
 
 namespace inferd::runtime {
 
+// The CPU runs AVX2 and FMA, which our vectorised kernels (this file, Winograd) are written for.
+bool CpuHasAvx2Fma();
+
 // x * sigmoid(x) in place, parallel over the intra-op threads. Relative error <= 2e-7 against
 // the double-precision formula; NaN stays NaN.
 void SwishInPlace(float* data, int64_t count);

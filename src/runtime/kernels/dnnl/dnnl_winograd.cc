@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "runtime/kernels/vector_math.h"
 #include "runtime/threading.h"
 
 namespace inferd::runtime::dnnl_kernels {
@@ -32,20 +33,19 @@ float* ThreadScratch(size_t floats) {
   return scratch.get();
 }
 
+// The 8 channels of pixel (y, x) of one nChw8c channel block; zero outside the image (padding).
+INFERD_AVX2 inline __m256 LoadPixel(const float* plane, int64_t h, int64_t w, int64_t y, int64_t x) {
+  return y >= 0 && y < h && x >= 0 && x < w ? _mm256_loadu_ps(plane + (y * w + x) * kBlock) : _mm256_setzero_ps();
+}
+
 // Input tile (n, th, tw) of one channel block: 4x4 vectors d, zero outside the image, into
 // B^T d B, written to v[p * stride] for p = 4i + j.
 // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
-INFERD_AVX2 void TransformInputTile(const float* plane, int64_t h, int64_t w, int64_t y0, int64_t x0, float* v,
-                                    int64_t stride) {
+INFERD_AVX2 void TransformInputTile2(const float* plane, int64_t h, int64_t w, int64_t y0, int64_t x0, float* v,
+                                     int64_t stride) {
   __m256 d[4][4];
-  for (int i = 0; i < 4; ++i) {
-    const int64_t y = y0 + i;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t x = x0 + j;
-      d[i][j] = (y >= 0 && y < h && x >= 0 && x < w) ? _mm256_loadu_ps(plane + (y * w + x) * kBlock)
-                                                     : _mm256_setzero_ps();
-    }
-  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) d[i][j] = LoadPixel(plane, h, w, y0 + i, x0 + j);
   __m256 r[4][4];
   for (int j = 0; j < 4; ++j) {
     r[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
@@ -99,9 +99,9 @@ INFERD_AVX2 void StoreOutputRow(const __m256* out, int count, __m256 bias, const
 // Products m[p * stride] (p = 4i + j) of one tile and channel block into A^T m A, the 2x2
 // outputs at (y0, x0), clipped to the image; bias and post-ops applied.
 // A^T = [1 1 1 0; 0 1 -1 -1].
-INFERD_AVX2 void TransformOutputTile(const float* m, int64_t stride, const float* bias, const std::vector<PostOp>& ops,
-                                     const float* residual_plane, float* plane, int64_t h, int64_t w, int64_t y0,
-                                     int64_t x0) {
+INFERD_AVX2 void TransformOutputTile2(const float* m, int64_t stride, const float* bias, const std::vector<PostOp>& ops,
+                                      const float* residual_plane, float* plane, int64_t h, int64_t w, int64_t y0,
+                                      int64_t x0) {
   __m256 s[2][4];
   for (int j = 0; j < 4; ++j) {
     const __m256 m0 = _mm256_loadu_ps(m + (0 + j) * stride), m1 = _mm256_loadu_ps(m + (4 + j) * stride);
@@ -144,12 +144,8 @@ INFERD_AVX2 void TransformInputTile4(const float* plane, int64_t h, int64_t w, i
                                      int64_t stride) {
   __m256 rows[6][6];  // rows[i] = B^T applied down column j of the tile, for every j
   for (int j = 0; j < 6; ++j) {
-    const int64_t x = x0 + j;
     __m256 d[6];
-    for (int i = 0; i < 6; ++i) {
-      const int64_t y = y0 + i;
-      d[i] = (y >= 0 && y < h && x >= 0 && x < w) ? _mm256_loadu_ps(plane + (y * w + x) * kBlock) : _mm256_setzero_ps();
-    }
+    for (int i = 0; i < 6; ++i) d[i] = LoadPixel(plane, h, w, y0 + i, x0 + j);
     __m256 r[6];
     InputColumn6(d, r);
     for (int i = 0; i < 6; ++i) rows[i][j] = r[i];
@@ -193,10 +189,7 @@ INFERD_AVX2 void TransformOutputTile4(const float* m, int64_t stride, const floa
 
 }  // namespace
 
-bool WinogradConv::CpuSupported() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return supported;
-}
+bool WinogradConv::CpuSupported() { return CpuHasAvx2Fma(); }
 
 bool WinogradConv::Applies(const Shape& x_shape, const Shape& w_shape, int64_t group, const std::vector<int64_t>& strides,
                            const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
@@ -296,7 +289,7 @@ void WinogradConv::ForEachTile(int64_t blocks, int64_t first_tile, int64_t tiles
 void WinogradConv::TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const {
   const int64_t blocks = shape_.in_channels / kBlock, plane = shape_.in_h * shape_.in_w * kBlock;
   const int64_t stride = tiles * shape_.in_channels;
-  const auto transform = tile_ == 2 ? &TransformInputTile : &TransformInputTile4;
+  const auto transform = tile_ == 2 ? &TransformInputTile2 : &TransformInputTile4;
   ForEachTile(blocks, first_tile, tiles, [&](int64_t block, int64_t local, int64_t n, int64_t th, int64_t tw) {
     transform(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, tile_ * th - shape_.pad_top,
               tile_ * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
@@ -307,7 +300,7 @@ void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t t
                                    const float* residual, float* y) const {
   const int64_t blocks = shape_.out_channels / kBlock, plane = shape_.out_h * shape_.out_w * kBlock;
   const int64_t stride = tiles * shape_.out_channels;
-  const auto transform = tile_ == 2 ? &TransformOutputTile : &TransformOutputTile4;
+  const auto transform = tile_ == 2 ? &TransformOutputTile2 : &TransformOutputTile4;
   ForEachTile(blocks, first_tile, tiles, [&](int64_t block, int64_t local, int64_t n, int64_t th, int64_t tw) {
     const int64_t offset = (n * blocks + block) * plane;
     transform(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
