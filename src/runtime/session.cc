@@ -278,6 +278,12 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
     const ValueId root = record.view_of[id];
     if (root != kNoValue) excluded[root] = true;
   }
+  auto planned = [&](size_t v) { return record.plannable[v] && !excluded[v] && producer[v] >= 0; };
+  const std::vector<ValueId> holder = ReusedBuffers(record, end, planned);
+  std::vector<int> held_until = end;  // per holder: the end of the last value in its buffer
+  for (size_t v = 0; v < value_count; ++v) {
+    if (planned(v) && holder[v] != static_cast<ValueId>(v)) held_until[holder[v]] = std::max(held_until[holder[v]], end[v]);
+  }
   struct Item {
     ValueId value;
     size_t bytes;
@@ -288,10 +294,11 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
   std::vector<Item> items;
   MemoryPlan plan;
   for (size_t v = 0; v < value_count; ++v) {
-    if (!record.plannable[v] || excluded[v] || producer[v] < 0) continue;
-    const size_t bytes = (std::max<size_t>(record.bytes[v], 1) + kAlignment - 1) / kAlignment * kAlignment;
-    items.push_back({static_cast<ValueId>(v), bytes, producer[v], end[v]});
+    if (!planned(v)) continue;
     plan.report.intermediate_bytes += record.bytes[v];
+    if (holder[v] != static_cast<ValueId>(v)) continue;  // placed with its holder
+    const size_t bytes = (std::max<size_t>(record.bytes[v], 1) + kAlignment - 1) / kAlignment * kAlignment;
+    items.push_back({static_cast<ValueId>(v), bytes, producer[v], held_until[v]});
   }
   // Largest first, each at the lowest offset clear of every placed buffer alive at the same time.
   std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
@@ -311,16 +318,47 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
     placed.push_back(&item);
     plan.report.arena_bytes = std::max(plan.report.arena_bytes, offset + item.bytes);
   }
+  std::vector<size_t> offset_of(value_count, 0);
+  for (const Item& item : items) offset_of[item.value] = item.offset;
   plan.slots.resize(graph_.nodes.size());
   for (size_t n = 0; n < graph_.nodes.size(); ++n) plan.slots[n].assign(graph_.nodes[n].outputs.size(), {0, 0});
-  for (const Item& item : items) {
-    const Node& node = graph_.nodes[producer[item.value]];
+  for (size_t v = 0; v < value_count; ++v) {
+    if (!planned(v)) continue;
+    const Node& node = graph_.nodes[producer[v]];
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      if (node.outputs[o] == item.value) plan.slots[producer[item.value]][o] = {item.offset, record.bytes[item.value]};
+      if (node.outputs[o] == static_cast<ValueId>(v)) plan.slots[producer[v]][o] = {offset_of[holder[v]], record.bytes[v]};
     }
+    ++plan.report.planned_values;
+    if (holder[v] != static_cast<ValueId>(v)) ++plan.report.reused_buffers;
   }
-  plan.report.planned_values = static_cast<int>(items.size());
   return plan;
+}
+
+// For each planned value, the value whose arena slot it takes: itself, or, where its producer may
+// write over an input (Kernel::OutputMayReuseInput), that input's holder, when the input is a
+// buffer of its own (not a view, not shared with a graph output), of the same size, read last by
+// this node and through no other of its inputs (the kernel would read what it is overwriting).
+std::vector<ValueId> Session::ReusedBuffers(const RunRecord& record, const std::vector<int>& end,
+                                            const std::function<bool(size_t)>& planned) const {
+  std::vector<ValueId> holder(graph_.values.size());
+  for (size_t v = 0; v < holder.size(); ++v) holder[v] = static_cast<ValueId>(v);
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const Node& node = graph_.nodes[n];
+    const int k = kernels_[n] ? kernels_[n]->OutputMayReuseInput() : -1;
+    if (k < 0 || static_cast<size_t>(k) >= node.inputs.size() || node.outputs.empty()) continue;
+    const ValueId in = node.inputs[k], out = node.outputs[0];
+    if (in == kNoValue || out == kNoValue || !planned(in) || !planned(out)) continue;
+    if (record.view_of[in] != in || record.view_of[out] != out || end[in] != static_cast<int>(n) ||
+        record.bytes[in] != record.bytes[out]) {
+      continue;
+    }
+    bool read_elsewhere = false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (i != static_cast<size_t>(k) && node.inputs[i] != kNoValue && record.view_of[node.inputs[i]] == in) read_elsewhere = true;
+    }
+    if (!read_elsewhere) holder[out] = holder[in];
+  }
+  return holder;
 }
 
 std::optional<MemoryPlanReport> Session::memory_plan(const std::vector<Shape>& input_shapes) const {

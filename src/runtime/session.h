@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -31,6 +32,7 @@ struct MemoryPlanReport {
   size_t arena_bytes = 0;         // the arena this plan needs
   size_t intermediate_bytes = 0;  // the sum of the intermediates it places (what a plan-less run allocates)
   int planned_values = 0;
+  int reused_buffers = 0;  // outputs written over an input's buffer (Kernel::OutputMayReuseInput)
 };
 
 struct SessionOptions {
@@ -99,6 +101,8 @@ class Session {
     std::vector<bool> plannable;     // per value: produced by a node into a buffer of its own
   };
   MemoryPlan BuildMemoryPlan(const RunRecord& record) const;
+  std::vector<ValueId> ReusedBuffers(const RunRecord& record, const std::vector<int>& end,
+                                     const std::function<bool(size_t)>& planned) const;
 
   Graph graph_;
   OptimizationReport optimization_;

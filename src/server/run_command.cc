@@ -115,6 +115,24 @@ void DumpGraph(const Session& session) {
   }
 }
 
+// The nodes that took longest, so a slow layer can be found by name (after fusion: a Conv node
+// may carry its activation and residual Add).
+void PrintSlowestNodes(const Session& session, int runs, double total) {
+  constexpr size_t kShown = 15;
+  const auto& seconds = session.node_seconds();
+  std::vector<size_t> order(seconds.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t shown = std::min(kShown, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(shown), order.end(),
+                    [&](size_t a, size_t b) { return seconds[a] > seconds[b]; });
+  std::printf("\n%-56s %-12s %10s %7s\n", "slowest nodes", "op", "ms/run", "share");
+  for (size_t k = 0; k < shown; ++k) {
+    const auto& node = session.graph().nodes[order[k]];
+    std::printf("%-56s %-12s %10.3f %6.1f%%\n", node.name.c_str(), node.op_type.c_str(), seconds[order[k]] * 1000 / runs,
+                100 * seconds[order[k]] / std::max(total, 1e-12));
+  }
+}
+
 void PrintProfile(const Session& session, int runs) {
   std::map<std::string, std::pair<double, int>> by_op;
   double total = 0;
@@ -132,6 +150,37 @@ void PrintProfile(const Session& session, int runs) {
     std::printf("%-24s %10.3f %6.1f%% %6d\n", op.c_str(), seconds * 1000 / runs, 100 * seconds / std::max(total, 1e-12),
                 by_op[op].second);
   }
+  PrintSlowestNodes(session, runs, total);
+}
+
+// For names from a model file inside a JSON string.
+std::string JsonEscaped(const std::string& text) {
+  std::string escaped;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      escaped += '\\';
+      escaped += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof(code), "\\u%04x", c);
+      escaped += code;
+    } else {
+      escaped += c;
+    }
+  }
+  return escaped;
+}
+
+// Every node's time, in graph order, as `"profile": [{"name", "op", "ms"}...]` (bench/layer_compare.py
+// matches them with ONNX Runtime's). Node names come from the model file: escaped.
+void PrintProfileJson(const Session& session, int runs) {
+  std::printf(", \"profile\": [");
+  for (size_t i = 0; i < session.node_seconds().size(); ++i) {
+    const auto& node = session.graph().nodes[i];
+    std::printf("%s{\"name\": \"%s\", \"op\": \"%s\", \"ms\": %.4f}", i ? ", " : "", JsonEscaped(node.name).c_str(),
+                JsonEscaped(node.op_type).c_str(), session.node_seconds()[i] * 1000 / runs);
+  }
+  std::printf("]");
 }
 
 double Percentile(std::vector<double> values, double p) {
@@ -168,7 +217,7 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
   command->add_option("--threads", flags->threads, "Intra-op threads (0: every core)")->check(CLI::Range(0, 4096))->capture_default_str();
   command->add_flag("--json", flags->json, "Print the report as JSON");
   command->add_flag("--dump-graph", flags->dump_graph, "Print op counts and the kernel implementation per op");
-  command->add_flag("--profile", flags->profile, "Print the time spent per op type over the timed runs");
+  command->add_flag("--profile", flags->profile, "Print the time spent per op type and the slowest nodes over the timed runs (with --json: every node's)");
   command->add_option("--tune", flags->tune,
                       "Kernel auto-tuning: off (built-in choices), fast or full (time the candidates on the first "
                       "run; choices are cached in MODEL.onnx.tuning)")
@@ -228,27 +277,29 @@ int RunRun(const RunFlags& flags) {
     std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
                 "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"arena_mb\": %.2f, "
                 "\"intermediates_mb\": %.2f, \"outputs\": [",
-                flags.model.c_str(), PeakRssMegabytes(), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
+                JsonEscaped(flags.model).c_str(), PeakRssMegabytes(), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
                 throughput, arena_mb, intermediates_mb);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
                   std::string(DataTypeName(outputs[i].dtype)).c_str(), ShapeToString(outputs[i].shape).c_str());
     }
-    std::printf("]}\n");
+    std::printf("], \"reused_buffers\": %d", memory.reused_buffers);
+    if (flags.profile) PrintProfileJson(**session, static_cast<int>(latencies.size()));
+    std::printf("}\n");
   } else {
     std::printf("model: %s (%zu nodes, opset %d), loaded in %.1f ms, %d intra-op threads\n", flags.model.c_str(),
                 (*session)->graph().nodes.size(), (*session)->graph().opset, load_ms, threads);
     std::printf("batch %lld, %zu runs after %d warm-up: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f items/s\n",
                 static_cast<long long>(batch), latencies.size(), flags.warmup, p50, p90, p99, throughput);
-    std::printf("memory plan: %.1f MB arena for %.1f MB of intermediates (%d values)\n", arena_mb, intermediates_mb,
-                memory.planned_values);
+    std::printf("memory plan: %.1f MB arena for %.1f MB of intermediates (%d values, %d written over an input)\n",
+                arena_mb, intermediates_mb, memory.planned_values, memory.reused_buffers);
     for (const Tensor& output : outputs) {
       std::printf("output %s: %s %s\n", output.name.c_str(), std::string(DataTypeName(output.dtype)).c_str(),
                   ShapeToString(output.shape).c_str());
     }
   }
   if (flags.dump_graph) DumpGraph(**session);
-  if (flags.profile) PrintProfile(**session, static_cast<int>(latencies.size()));
+  if (flags.profile && !flags.json) PrintProfile(**session, static_cast<int>(latencies.size()));
   return 0;
 }
 

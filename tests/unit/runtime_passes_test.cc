@@ -690,6 +690,46 @@ TEST(MemoryPlanTest, ArenaRunsGiveTheSameOutputsForEveryShape) {
   }
 }
 
+// A convolution with a fused residual Add may write its output over the residual's buffer
+// (Kernel::OutputMayReuseInput), but only where nothing reads the residual afterwards and the
+// convolution does not read it as its source too.
+TEST(MemoryPlanTest, ResidualConvWritesOverTheResidualOnlyWhenNothingElseNeedsIt) {
+  GraphBuilder b;
+  b.Input("x");
+  for (char name : std::string("1234567")) b.Constant(std::string("w") + name, Random({8, 8, 3, 3}, name, -0.3f, 0.3f));
+  const auto pads = Ints({1, 1, 1, 1});
+  b.Op("Tanh", {"x"}, {"t"})
+      .Op("Conv", {"t", "w1"}, {"c1"}, {{"pads", pads}})
+      .Op("Add", {"c1", "t"}, {"d"})  // t is also the convolution's source: no reuse
+      .Op("Conv", {"d", "w2"}, {"c2"}, {{"pads", pads}})
+      .Op("Relu", {"c2"}, {"v"})
+      .Op("Conv", {"v", "w3"}, {"c3"}, {{"pads", pads}})
+      .Op("Add", {"c3", "d"}, {"g"})  // d's last reader: the output takes its buffer
+      .Op("Conv", {"g", "w4"}, {"k"}, {{"pads", pads}})
+      .Op("Conv", {"k", "w5"}, {"c5"}, {{"pads", pads}})
+      .Op("Add", {"c5", "g"}, {"m"})  // g is read again below: no reuse
+      .Op("Mul", {"m", "g"}, {"y"})
+      .Output("y");
+  const Graph g = b.graph();
+  auto reference = Session::FromGraph(g, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(reference.ok() && session.ok());
+  for (int64_t batch : {1, 3, 1}) {
+    std::vector<Tensor> inputs{Random({batch, 8, 6, 7}, static_cast<uint32_t>(batch))}, expected, actual;
+    ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+    for (int run = 0; run < 3; ++run) {
+      ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+      ASSERT_EQ(actual[0].shape, expected[0].shape);
+      for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+        ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-4) << "batch " << batch << " run " << run;
+      }
+    }
+    auto plan = (*session)->memory_plan({inputs[0].shape});
+    ASSERT_TRUE(plan.has_value());
+    EXPECT_EQ(plan->reused_buffers, 1);
+  }
+}
+
 TEST(MemoryPlanTest, ComputedWeightsInTheArenaAreNotMistakenForLastRunsWeights) {
   // The Conv caches weights reordered for oneDNN per weights buffer; computed weights come back
   // at the same arena address every run with new contents.

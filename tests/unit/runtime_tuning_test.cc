@@ -152,6 +152,9 @@ TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
     ASSERT_TRUE(session.ok());
     ExpectMatchesReference(**session, graph, x);
     EXPECT_EQ(WinogradConvs(**session), choice < 2 ? 2 : 0) << "choice " << choice;
+    // The residual Add's convolution wrote over r, the residual (both paths add it in place).
+    ASSERT_TRUE((*session)->memory_plan({x.shape}).has_value());
+    EXPECT_EQ((*session)->memory_plan({x.shape})->reused_buffers, 1);
   }
   std::filesystem::remove_all(dir);
 }

@@ -36,11 +36,15 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 class DnnlConv final : public Kernel {
  public:
   DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
-           std::unique_ptr<Kernel> fallback)
+           std::unique_ptr<Kernel> fallback, int residual_input)
       : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
-        fallback_(std::move(fallback)) {}
+        fallback_(std::move(fallback)), residual_input_(residual_input) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+
+  // The output may be written over the residual: the sum post-op and Winograd add it element by
+  // element at the place they write; other paths get a copy (ResidualSafeFrom).
+  int OutputMayReuseInput() const override { return residual_input_; }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -57,6 +61,13 @@ class DnnlConv final : public Kernel {
     if (plan == nullptr) return Fallback(in, out);  // oneDNN rejected this shape
     return Guarded("Conv", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc));
+      Tensor residual_copy;
+      if (residual != nullptr && residual->data.get() == reinterpret_cast<const uint8_t*>(dst) &&
+          !(plan->chosen >= 0 && OverwritesResidualSafely(*plan, plan->candidates[plan->chosen]))) {
+        // Tuning runs several candidates on one output, and some paths write before they read.
+        residual_copy = OwnedCopy(*residual);
+        residual = &residual_copy;
+      }
       if (plan->chosen < 0) {
         // Candidates are timed on this call's real tensors (tuning.h); each writes the output.
         // Their weights are packed privately meanwhile; the loser's go with them, and the winner
@@ -110,7 +121,27 @@ class DnnlConv final : public Kernel {
   // then GEMM-based), and older-ISA or reference ones after.
   static constexpr size_t kMaxCandidates = 3;
 
-  Status Fallback(Inputs in, Outputs out) { return RunFallback(*fallback_, layouts_, in, out); }
+  // The reference kernel writes the output before it adds the residual: it gets a copy when the
+  // memory plan put the output over the residual.
+  Status Fallback(Inputs in, Outputs out) {
+    const auto k = static_cast<size_t>(residual_input_);
+    if (residual_input_ < 0 || k >= in.size() || in[k] == nullptr || out[0].data == nullptr ||
+        out[0].data.get() != in[k]->data.get()) {
+      return RunFallback(*fallback_, layouts_, in, out);
+    }
+    const Tensor copy = OwnedCopy(*in[k]);
+    std::vector<const Tensor*> inputs(in.begin(), in.end());
+    inputs[k] = &copy;
+    return RunFallback(*fallback_, layouts_, inputs, out);
+  }
+
+  // Whether `c` computes the right sum when the output's buffer is the residual's: the sum post-op
+  // accumulates onto the destination as it is (unless the residual must first be reordered into
+  // it), Winograd reads each residual value just before it writes that place.
+  static bool OverwritesResidualSafely(const Plan& plan, const Candidate& c) {
+    if (c.winograd) return true;
+    return plan.post_ops.add_as_sum && !(c.residual_reorder && !c.dst_reorder);
+  }
 
   Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                  float* dst, bool shared_weights = true) {
@@ -133,7 +164,7 @@ class DnnlConv final : public Kernel {
       if (c->residual_reorder) {
         dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
         c->residual_reorder.execute(stream, residual_memory, target);
-      } else {
+      } else if (target.get_data_handle() != residual->data.get()) {  // equal: the plan put the output there
         std::memcpy(target.get_data_handle(), residual->data.get(), c->dst_desc.get_size());
       }
     }
@@ -330,6 +361,7 @@ class DnnlConv final : public Kernel {
   std::vector<PostOp> post_ops_;
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
+  const int residual_input_;  // the node input a fused Add reads; -1: none
   std::map<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   struct TransformedWeights {
     std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
@@ -483,8 +515,9 @@ void RegisterDnnlConvKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
     ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+    const int residual_input = HasAdd(post_ops) ? static_cast<int>(node.inputs.size()) - 1 : -1;
     return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
-                                                              std::move(layouts), std::move(fallback)));
+                                                              std::move(layouts), std::move(fallback), residual_input));
   });
   KernelFactory transpose_reference = FactoryBefore(*r, "ConvTranspose");
   r->Register("ConvTranspose", 1, [transpose_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
