@@ -5,12 +5,13 @@
 
 Runs `inferd run --profile --json` (every node's time after fusion) and onnxruntime-node with its
 profiler on (bench/engine/ort_profile.js), then matches the two by ONNX node: inferd keeps the
-name of the node an activation or residual Add was fused into; ORT names a fused NCHWc Conv after
-its last output value, which is followed back to the Conv (through Relu, Clip, HardSigmoid,
-HardSwish, Add, Mul) that produced it. Prints the nodes with the largest difference, then totals
-per kind of node (convolutions split by kernel size, group and stride). Both engines run in one
-process each after warm-up; times are per run, in ms. Needs the release build and
-`bash scripts/setup.sh --bench` (onnxruntime-node, python3-onnx).
+name of the node an activation or residual Add was fused into; ORT's fused nodes are followed
+back to that node (ort_node_to_onnx_node). Prints the nodes with the largest difference, then
+totals per kind of node (convolutions split by kernel size, group and stride); what ORT runs that
+inferd has no node for (its layout reorders) is one line. Both engines run in one process each,
+after a warm-up run; times are per run, in ms, and ORT's profiler adds to ORT's (compare kinds,
+not totals with engine_bench.py). Needs the release build and `bash scripts/setup.sh --bench`
+(onnxruntime-node, python3-onnx).
 """
 import argparse
 import collections
@@ -53,14 +54,21 @@ def ort_profile(model, input_name, dims, iterations, threads):
     return times
 
 
-def ort_node_to_onnx_node(name, producer):
-    """ORT's name for a (possibly fused) node -> the ONNX node it stands for, or None."""
-    value = name[:-len("_nchwc")] if name.endswith("_nchwc") else name
-    node = producer.get(value)
+def ort_node_to_onnx_node(name, producer, by_name, ours):
+    """ORT's name for a (possibly fused) node -> the ONNX node inferd ran it in, or None.
+
+    ORT names a plain node as the model does, a node its fusions made after the first node they
+    replaced plus a suffix ("/.../Mul/QuickGeluFusion/"), and an NCHWc Conv after its output value
+    ("..._nchwc"). From there, back through activations, to a node inferd kept."""
+    node = by_name.get(name)
+    parts = name.rstrip("/").split("/")
+    while node is None and len(parts) > 1:
+        parts.pop()
+        node = by_name.get("/".join(parts))
     if node is None:
-        return None
-    while node.op_type in FOLLOWED_OPS and node.input and node.input[0] in producer:
-        node = producer[node.input[0]]
+        node = producer.get(name[:-len("_nchwc")] if name.endswith("_nchwc") else name)
+    while node is not None and node.name not in ours and node.op_type in FOLLOWED_OPS and node.input:
+        node = producer.get(node.input[0])
     return node
 
 
@@ -97,7 +105,7 @@ def main():
     inferd_p50, ours = inferd_profile(args.model, args.batch, args.iterations, args.threads)
     theirs = collections.defaultdict(float)
     for name, ms in ort_profile(args.model, graph_input.name, dims, args.iterations, args.threads).items():
-        node = ort_node_to_onnx_node(name, producer)
+        node = ort_node_to_onnx_node(name, producer, by_name, ours)
         theirs[node.name if node is not None and node.name in ours else name] += ms
 
     print(f"{args.model}, batch {args.batch}, {args.threads} threads: inferd p50 {inferd_p50:.2f} ms; "
