@@ -344,19 +344,23 @@ std::vector<ValueId> Session::ReusedBuffers(const RunRecord& record, const std::
   for (size_t v = 0; v < holder.size(); ++v) holder[v] = static_cast<ValueId>(v);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
-    const int k = kernels_[n] ? kernels_[n]->OutputMayReuseInput() : -1;
-    if (k < 0 || static_cast<size_t>(k) >= node.inputs.size() || node.outputs.empty()) continue;
-    const ValueId in = node.inputs[k], out = node.outputs[0];
-    if (in == kNoValue || out == kNoValue || !planned(in) || !planned(out)) continue;
-    if (record.view_of[in] != in || record.view_of[out] != out || end[in] != static_cast<int>(n) ||
-        record.bytes[in] != record.bytes[out]) {
-      continue;
+    if (!kernels_[n] || node.outputs.empty() || node.outputs[0] == kNoValue || !planned(node.outputs[0])) continue;
+    const ValueId out = node.outputs[0];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const ValueId in = node.inputs[k];
+      if (in == kNoValue || !planned(in) || !kernels_[n]->OutputMayReuseInput(k)) continue;
+      if (record.view_of[in] != in || record.view_of[out] != out || end[in] != static_cast<int>(n) ||
+          record.bytes[in] != record.bytes[out]) {
+        continue;
+      }
+      bool read_elsewhere = false;
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (i != k && node.inputs[i] != kNoValue && record.view_of[node.inputs[i]] == in) read_elsewhere = true;
+      }
+      if (read_elsewhere) continue;
+      holder[out] = holder[in];
+      break;
     }
-    bool read_elsewhere = false;
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (i != static_cast<size_t>(k) && node.inputs[i] != kNoValue && record.view_of[node.inputs[i]] == in) read_elsewhere = true;
-    }
-    if (!read_elsewhere) holder[out] = holder[in];
   }
   return holder;
 }

@@ -501,6 +501,31 @@ TEST(VectorMathTest, SwishMatchesTheFormula) {
   SetIntraOpThreads(1);
 }
 
+TEST(VectorMathTest, ChannelScaleMultipliesEachBlockByItsFactors) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> values(-4, 4);
+  for (int threads : {1, 2}) {
+    ASSERT_TRUE(SetIntraOpThreads(threads) || threads == 1);
+    for (int64_t block : {8, 16}) {  // AVX2's and AVX-512's channel blocks
+      for (int64_t pixels : {1, 3, 49, 3000}) {
+        const int64_t blocks = 5;
+        std::vector<float> x(blocks * pixels * block), factors(blocks * block);
+        for (float& v : x) v = values(rng);
+        for (float& v : factors) v = values(rng);
+        std::vector<float> y(x.size()), in_place = x;
+        ScaleChannelBlocks(x.data(), factors.data(), y.data(), blocks, pixels, block);
+        ScaleChannelBlocks(in_place.data(), factors.data(), in_place.data(), blocks, pixels, block);
+        for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
+          const float want = x[i] * factors[(i / (pixels * block)) * block + i % block];
+          ASSERT_EQ(y[i], want) << "block " << block << " pixels " << pixels << " at " << i;
+          ASSERT_EQ(in_place[i], want) << "in place, block " << block << " pixels " << pixels << " at " << i;
+        }
+      }
+    }
+  }
+  SetIntraOpThreads(1);
+}
+
 // A Swish after a convolution runs as that pass, after oneDNN's own post-ops: a residual Add and
 // the Swish on a blocked chain whose 5 channels pad to a block of 8.
 TEST(VectorMathTest, ConvolutionWithResidualThenSwishMatchesTheReference) {

@@ -26,11 +26,11 @@ class Kernel {
   // What ran last: "reference", or "onednn:<oneDNN's implementation name>" (for --dump-graph and
   // for tests that must know the fast path really ran).
   virtual std::string Implementation() const { return "reference"; }
-  // An input whose buffer output 0 may take over when this node is the last to read it: the
-  // memory plan then gives both one arena slot, which saves a copy (a convolution's fused
-  // residual Add otherwise copies the residual into its output first). A kernel that says so
-  // must produce the right output when out[0]'s slot is that input's buffer. -1: none.
-  virtual int OutputMayReuseInput() const { return -1; }
+  // Whether output 0 may take over input `input`'s buffer when this node is the last to read it:
+  // the memory plan then gives both one arena slot, which saves a copy (a convolution's fused
+  // residual Add otherwise copies the residual into its output first) or a pass over fresh memory.
+  // A kernel that says so must produce the right output when out[0]'s slot is that input's buffer.
+  virtual bool OutputMayReuseInput(size_t /*input*/) const { return false; }
 };
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<Kernel>>(const Node& node, int opset)>;

@@ -9,6 +9,7 @@
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/kernels/vector_math.h"
 
 namespace inferd::runtime {
 namespace {
@@ -33,7 +34,12 @@ class DnnlBinary final : public Kernel {
  public:
   DnnlBinary(BinaryOp op, Layouts layouts, std::unique_ptr<Kernel> fallback)
       : op_(op), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
-  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
+
+  // Element-wise: each output element is written after the inputs' elements at its place are
+  // read, on every path, except that oneDNN takes its destination in place of its first operand
+  // only (Run swaps a commutative op's operands, or falls back, when the plan chose the second).
+  bool OutputMayReuseInput(size_t input) const override { return input == 0 || (input == 1 && op_.commutative); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -47,6 +53,12 @@ class DnnlBinary final : public Kernel {
     size_t first = 0;
     if (in[0]->shape != *out_shape) {
       if (!op_.commutative || in[1]->shape != *out_shape) return Fallback(in, out);
+      first = 1;
+    }
+    // oneDNN takes its destination in place of its first operand only: where the memory plan put
+    // the output over the second (same shape and layout), a commutative op swaps them.
+    if (first == 0 && op_.commutative && in[1]->shape == *out_shape && layouts_.input(1) == layouts_.input(0) &&
+        out[0].data != nullptr && out[0].data.get() == in[1]->data.get()) {
       first = 1;
     }
     const Tensor& src0 = *in[first];
@@ -65,6 +77,9 @@ class DnnlBinary final : public Kernel {
     Shape padded = second->shape;
     padded.insert(padded.begin(), out_shape->size() - padded.size(), 1);
     if (out_shape->empty()) padded = {1};
+    if (blocked && op_.algorithm == dnnl::algorithm::binary_mul && IsPerChannel(padded, *out_shape)) {
+      return ScaleChannels(src0, *second, *out_shape, out);
+    }
     const Shape dst_shape = out_shape->empty() ? Shape{1} : *out_shape;
     auto key = std::make_pair(dst_shape, padded);
     auto it = plans_.find(key);
@@ -76,7 +91,7 @@ class DnnlBinary final : public Kernel {
     }
     Plan& plan = it->second;
     if (!plan.usable) return Fallback(in, out);
-    last_ = plan.implementation;
+    last_ = "onednn:" + plan.implementation;
     return Guarded("binary", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], *out_shape, plan.dst_desc));
       plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC_0, Wrap(plan.dst_desc, src0.data.get())},
@@ -96,6 +111,23 @@ class DnnlBinary final : public Kernel {
   };
 
   Status Fallback(Inputs in, Outputs out) { return RunFallback(*fallback_, layouts_, in, out); }
+
+  // [N, C, 1, 1] onto [N, C, H, W]: a factor per image and channel.
+  static bool IsPerChannel(const Shape& factors, const Shape& out_shape) {
+    return out_shape.size() == 4 && factors.size() == 4 && factors[0] == out_shape[0] && factors[1] == out_shape[1] &&
+           factors[2] == 1 && factors[3] == 1;
+  }
+
+  // Squeeze-excitation's scaling on blocked tensors, by our loop (kernels/vector_math.h).
+  Status ScaleChannels(const Tensor& x, const Tensor& factors, const Shape& out_shape, Outputs out) {
+    const int64_t block = ChannelBlock();
+    ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape)));
+    const int64_t blocks = out_shape[0] * ((out_shape[1] + block - 1) / block);
+    ScaleChannelBlocks(x.values<float>().data(), factors.values<float>().data(), dst, blocks, out_shape[2] * out_shape[3],
+                       block);
+    last_ = "inferd:channel_scale";
+    return Status::Ok();
+  }
 
   Status CreatePlan(const Shape& dst_shape, const Shape& src1_shape, bool blocked, Plan* plan) {
     plan->dst_desc = LayoutDesc(dst_shape, blocked);

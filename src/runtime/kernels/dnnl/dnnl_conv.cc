@@ -44,7 +44,7 @@ class DnnlConv final : public Kernel {
 
   // The output may be written over the residual: the sum post-op and Winograd add it element by
   // element at the place they write; other paths get a copy (ResidualSafeFrom).
-  int OutputMayReuseInput() const override { return residual_input_; }
+  bool OutputMayReuseInput(size_t input) const override { return static_cast<int>(input) == residual_input_; }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
