@@ -690,6 +690,42 @@ TEST(MemoryPlanTest, ArenaRunsGiveTheSameOutputsForEveryShape) {
   }
 }
 
+// Runs `graph` (one input: [batch] + item_shape) three times per batch size, the first recording
+// the memory plan and the others in its arena, against the reference kernels; checks how many
+// outputs the plan wrote over an input. Returns the session (null on a failure).
+std::unique_ptr<Session> ExpectArenaRunsMatchReference(const Graph& graph, const Shape& item_shape, int reused_buffers) {
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  auto session = Session::FromGraph(graph);
+  if (!reference.ok() || !session.ok()) {
+    ADD_FAILURE() << "the graph does not load";
+    return nullptr;
+  }
+  for (int64_t batch : {1, 3, 1}) {
+    Shape shape = item_shape;
+    shape.insert(shape.begin(), batch);
+    std::vector<Tensor> inputs{Random(shape, static_cast<uint32_t>(batch) + 7)}, expected, actual;
+    EXPECT_TRUE((*reference)->Run(inputs, &expected).ok());
+    for (int run = 0; run < 3; ++run) {
+      EXPECT_TRUE((*session)->Run(inputs, &actual).ok());
+      if (actual.empty() || expected.empty() || actual[0].shape != expected[0].shape) {
+        ADD_FAILURE() << "batch " << batch << " run " << run << ": no output of the reference's shape";
+        return nullptr;
+      }
+      for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+        const float got = ValuesOf<float>(actual[0])[i], want = ValuesOf<float>(expected[0])[i];
+        if (std::fabs(got - want) > 1e-4) {
+          ADD_FAILURE() << "batch " << batch << " run " << run << " at " << i << ": " << got << " vs " << want;
+          return nullptr;
+        }
+      }
+    }
+    const auto plan = (*session)->memory_plan({shape});
+    EXPECT_TRUE(plan.has_value() && plan->reused_buffers == reused_buffers)
+        << "batch " << batch << ": " << (plan ? plan->reused_buffers : -1) << " outputs written over an input";
+  }
+  return std::move(session).value();
+}
+
 // A convolution with a fused residual Add may write its output over the residual's buffer
 // (Kernel::OutputMayReuseInput), but only where nothing reads the residual afterwards and the
 // convolution does not read it as its source too.
@@ -710,24 +746,7 @@ TEST(MemoryPlanTest, ResidualConvWritesOverTheResidualOnlyWhenNothingElseNeedsIt
       .Op("Add", {"c5", "g"}, {"m"})  // g is read again below: no reuse
       .Op("Mul", {"m", "g"}, {"y"})
       .Output("y");
-  const Graph g = b.graph();
-  auto reference = Session::FromGraph(g, {.registry = &KernelRegistry::Reference(), .optimize = false});
-  auto session = Session::FromGraph(g);
-  ASSERT_TRUE(reference.ok() && session.ok());
-  for (int64_t batch : {1, 3, 1}) {
-    std::vector<Tensor> inputs{Random({batch, 8, 6, 7}, static_cast<uint32_t>(batch))}, expected, actual;
-    ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
-    for (int run = 0; run < 3; ++run) {
-      ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
-      ASSERT_EQ(actual[0].shape, expected[0].shape);
-      for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
-        ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-4) << "batch " << batch << " run " << run;
-      }
-    }
-    auto plan = (*session)->memory_plan({inputs[0].shape});
-    ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->reused_buffers, 1);
-  }
+  ExpectArenaRunsMatchReference(b.graph(), {8, 6, 7}, /*reused_buffers=*/1);
 }
 
 // Element-wise binary ops may write over an operand of the output's size: the first, or either
@@ -754,27 +773,11 @@ TEST(MemoryPlanTest, BinaryOpsWriteOverAnOperandOfTheOutputsSize) {
       .Op("Mul", {"scale", "c"}, {"excited"})  // over c, the blocked tensor it scales
       .Op("Conv", {"excited", "w3"}, {"y"})
       .Output("y");
-  const Graph g = b.graph();
-  auto reference = Session::FromGraph(g, {.registry = &KernelRegistry::Reference(), .optimize = false});
-  auto session = Session::FromGraph(g);
-  ASSERT_TRUE(reference.ok() && session.ok());
-  for (int64_t batch : {2, 1, 2}) {
-    std::vector<Tensor> inputs{Random({batch, 8, 5, 6}, static_cast<uint32_t>(batch) + 7)}, expected, actual;
-    ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
-    for (int run = 0; run < 3; ++run) {
-      ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
-      ASSERT_EQ(actual[0].shape, expected[0].shape);
-      for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
-        ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-4) << "batch " << batch << " run " << run;
-      }
-    }
-    auto plan = (*session)->memory_plan({inputs[0].shape});
-    ASSERT_TRUE(plan.has_value());
-    EXPECT_EQ(plan->reused_buffers, 4) << "batch " << batch;
-  }
+  auto session = ExpectArenaRunsMatchReference(b.graph(), {8, 5, 6}, /*reused_buffers=*/4);
+  ASSERT_TRUE(session);
   bool scaled_by_our_loop = false;
-  for (size_t n = 0; n < (*session)->graph().nodes.size(); ++n) {
-    if ((*session)->kernel(n).Implementation() == "inferd:channel_scale") scaled_by_our_loop = true;
+  for (size_t n = 0; n < session->graph().nodes.size(); ++n) {
+    if (session->kernel(n).Implementation() == "inferd:channel_scale") scaled_by_our_loop = true;
   }
   EXPECT_TRUE(scaled_by_our_loop);
 }
