@@ -43,7 +43,7 @@ class DnnlConv final : public Kernel {
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
 
   // The output may be written over the residual: the sum post-op and Winograd add it element by
-  // element at the place they write; other paths get a copy (ResidualSafeFrom).
+  // element at the place they write; other paths get a copy (OverwritesResidualSafely).
   bool OutputMayReuseInput(size_t input) const override { return static_cast<int>(input) == residual_input_; }
 
   Status Run(Inputs in, Outputs out) override {
