@@ -39,6 +39,20 @@ TEST(BytesTest, CountsLengthPrefixedElements) {
   EXPECT_FALSE(CountBytesElements(bytes, 2).ok());                // truncated length
 }
 
+// Kernels' vector loads assume cache-line aligned buffers (the memory plan's arena included).
+TEST(AllocateBufferTest, BuffersAreCacheLineAlignedAndWritable) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{1000}, size_t{5} << 20}) {
+    MutableBuffer buffer = AllocateBuffer(size);
+    ASSERT_NE(buffer.memory, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.memory.get()) % 64, 0u) << size;
+    EXPECT_EQ(buffer.size, size);
+    if (size > 0) {
+      buffer.memory[0] = 1;
+      buffer.memory[size - 1] = 2;  // the last byte is ours (ASan would say otherwise)
+    }
+  }
+}
+
 TEST(HalfTest, ConvertsExactValuesAndRounds) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 0.000061035156f}) EXPECT_EQ(HalfToFloat(FloatToHalf(v)), v);
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
