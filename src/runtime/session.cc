@@ -278,11 +278,12 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
     const ValueId root = record.view_of[id];
     if (root != kNoValue) excluded[root] = true;
   }
-  auto planned = [&](size_t v) { return record.plannable[v] && !excluded[v] && producer[v] >= 0; };
+  std::vector<bool> planned(value_count);
+  for (size_t v = 0; v < value_count; ++v) planned[v] = record.plannable[v] && !excluded[v] && producer[v] >= 0;
   const std::vector<ValueId> holder = ReusedBuffers(record, end, planned);
   std::vector<int> held_until = end;  // per holder: the end of the last value in its buffer
   for (size_t v = 0; v < value_count; ++v) {
-    if (planned(v) && holder[v] != static_cast<ValueId>(v)) held_until[holder[v]] = std::max(held_until[holder[v]], end[v]);
+    if (planned[v] && holder[v] != static_cast<ValueId>(v)) held_until[holder[v]] = std::max(held_until[holder[v]], end[v]);
   }
   struct Item {
     ValueId value;
@@ -294,7 +295,7 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
   std::vector<Item> items;
   MemoryPlan plan;
   for (size_t v = 0; v < value_count; ++v) {
-    if (!planned(v)) continue;
+    if (!planned[v]) continue;
     plan.report.intermediate_bytes += record.bytes[v];
     if (holder[v] != static_cast<ValueId>(v)) continue;  // placed with its holder
     const size_t bytes = (std::max<size_t>(record.bytes[v], 1) + kAlignment - 1) / kAlignment * kAlignment;
@@ -323,7 +324,7 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
   plan.slots.resize(graph_.nodes.size());
   for (size_t n = 0; n < graph_.nodes.size(); ++n) plan.slots[n].assign(graph_.nodes[n].outputs.size(), {0, 0});
   for (size_t v = 0; v < value_count; ++v) {
-    if (!planned(v)) continue;
+    if (!planned[v]) continue;
     const Node& node = graph_.nodes[producer[v]];
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o] == static_cast<ValueId>(v)) plan.slots[producer[v]][o] = {offset_of[holder[v]], record.bytes[v]};
@@ -339,16 +340,16 @@ Session::MemoryPlan Session::BuildMemoryPlan(const RunRecord& record) const {
 // buffer of its own (not a view, not shared with a graph output), of the same size, read last by
 // this node and through no other of its inputs (the kernel would read what it is overwriting).
 std::vector<ValueId> Session::ReusedBuffers(const RunRecord& record, const std::vector<int>& end,
-                                            const std::function<bool(size_t)>& planned) const {
+                                            const std::vector<bool>& planned) const {
   std::vector<ValueId> holder(graph_.values.size());
   for (size_t v = 0; v < holder.size(); ++v) holder[v] = static_cast<ValueId>(v);
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
-    if (!kernels_[n] || node.outputs.empty() || node.outputs[0] == kNoValue || !planned(node.outputs[0])) continue;
+    if (!kernels_[n] || node.outputs.empty() || node.outputs[0] == kNoValue || !planned[node.outputs[0]]) continue;
     const ValueId out = node.outputs[0];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const ValueId in = node.inputs[k];
-      if (in == kNoValue || !planned(in) || !kernels_[n]->OutputMayReuseInput(k)) continue;
+      if (in == kNoValue || !planned[in] || !kernels_[n]->OutputMayReuseInput(k)) continue;
       if (record.view_of[in] != in || record.view_of[out] != out || end[in] != static_cast<int>(n) ||
           record.bytes[in] != record.bytes[out]) {
         continue;

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -102,7 +101,7 @@ class Session {
   };
   MemoryPlan BuildMemoryPlan(const RunRecord& record) const;
   std::vector<ValueId> ReusedBuffers(const RunRecord& record, const std::vector<int>& end,
-                                     const std::function<bool(size_t)>& planned) const;
+                                     const std::vector<bool>& planned) const;
 
   Graph graph_;
   OptimizationReport optimization_;
