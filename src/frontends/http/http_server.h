@@ -22,7 +22,7 @@ enum class HttpMethod { kGet, kPost, kOther };
 
 struct HttpRequest {
   HttpMethod method = HttpMethod::kOther;
-  std::string path;  // without the query string
+  std::string path;                               // without the query string
   std::optional<size_t> inference_header_length;  // Inference-Header-Content-Length
   std::shared_ptr<const std::string> body;
 };
@@ -44,7 +44,8 @@ struct HttpServerOptions {
   int io_threads = 2;
   uint64_t max_body_bytes = 64ull << 20;
   uint32_t max_header_bytes = 16 * 1024;
-  int idle_timeout_seconds = 120;
+  // A connection that sends nothing (or only part of a request) for this long is closed.
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds(120);
 };
 
 class HttpServer {
