@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <charconv>
@@ -33,6 +35,29 @@ HttpMethod MethodOf(http::verb verb) {
     default:
       return HttpMethod::kOther;
   }
+}
+
+// The status line and headers of an answer. Written here rather than by Beast's serializer, whose
+// generic header container allocates per field and whose buffer sequences cost ~2 us per small
+// answer (9% of a small request's user time at concurrency 8); an answer's head is a few lines.
+void AppendAnswerHead(std::string& out, const HttpResponse& response, unsigned version, bool keep_alive) {
+  char number[24];
+  auto append_number = [&](uint64_t value) {
+    out.append(number, std::to_chars(number, number + sizeof number, value).ptr);
+  };
+  out.append(version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ");
+  append_number(response.status);
+  auto reason = http::obsolete_reason(static_cast<http::status>(response.status));
+  out.append(" ").append(reason.data(), reason.size()).append("\r\nServer: inferd\r\nContent-Type: ");
+  out.append(response.content_type).append("\r\nContent-Length: ");
+  append_number(response.body.size());
+  out.append("\r\n");
+  for (const auto& [name, value] : response.headers)
+    out.append(name).append(": ").append(value).append("\r\n");
+  // HTTP/1.1 keeps a connection open unless told; HTTP/1.0 closes it unless told.
+  if (version == 10 && keep_alive) out.append("Connection: keep-alive\r\n");
+  if (version != 10 && !keep_alive) out.append("Connection: close\r\n");
+  out.append("\r\n");
 }
 
 class Session;
@@ -170,21 +195,18 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void Write(HttpResponse response, bool close_after = false) {
-    auto message = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(response.status), version_);
-    message->set(http::field::server, "inferd");
-    message->set(http::field::content_type, response.content_type);
-    for (const auto& [name, value] : response.headers) message->set(name, value);
-    message->keep_alive(keep_alive_ && !close_after);
-    message->body() = std::move(response.body);
-    message->prepare_payload();
-    http::async_write(socket_, *message, [self = shared_from_this(), message](error_code ec, size_t) {
+    const bool keep_alive = keep_alive_ && !close_after;
+    answer_head_.clear();
+    AppendAnswerHead(answer_head_, response, version_, keep_alive);
+    answer_body_ = std::move(response.body);
+    std::array<net::const_buffer, 2> answer{net::buffer(answer_head_), net::buffer(answer_body_)};
+    net::async_write(socket_, answer, [self = shared_from_this(), keep_alive](error_code ec, size_t) {
       if (self->counted_) {
         self->counted_ = false;
         self->in_progress_->fetch_sub(1);  // answered: the drain may finish
       }
       if (ec) return self->Close();
-      if (message->need_eof()) return self->LingeringClose();
+      if (!keep_alive) return self->LingeringClose();
       self->ReadHeader();
     });
   }
@@ -232,6 +254,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool counted_ = false;  // this connection has a request between read and written answer
   bool keep_alive_ = true;
   unsigned version_ = 11;
+  std::string answer_head_;  // kept between answers: its capacity is reused
+  std::string answer_body_;
   std::vector<char> discard_;
   uint64_t discarded_ = 0;
 };
