@@ -239,6 +239,10 @@ void WriteTensor(const Tensor& tensor, bool binary, JsonWriter& w) {
 }
 
 // The JSON, then each binary tensor's bytes, in one allocation.
+// Per-thread buffers are kept up to this size; a larger answer's buffer is released after use.
+constexpr size_t kKeptEncodeBufferBytes = 1 << 20;
+constexpr size_t kParseStackBytes = 1024;
+
 EncodedBody JoinBody(const rapidjson::StringBuffer& json, const std::vector<const Tensor*>& binary) {
   EncodedBody encoded;
   size_t total = json.GetSize();
@@ -268,11 +272,13 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string
     return Invalid("Inference-Header-Content-Length " + std::to_string(json_size) +
                    " is larger than the body (" + std::to_string(body->size()) + " bytes)");
   }
-  // The DOM lives in a per-thread arena: a small request parses without touching malloc for its
-  // nodes (RapidJSON's default pool would allocate 64 KiB per request).
+  // The DOM and the parser's stack live in a per-thread arena: a small request parses without
+  // touching malloc (RapidJSON's default pool would allocate 64 KiB per request, and its stack
+  // grows by reallocation).
   thread_local char arena[32 * 1024];
   rapidjson::MemoryPoolAllocator<> allocator(arena, sizeof(arena));
-  rapidjson::Document doc(&allocator);
+  rapidjson::GenericDocument<rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>, rapidjson::MemoryPoolAllocator<>>
+      doc(&allocator, kParseStackBytes, &allocator);
   doc.Parse(body->data(), json_size);
   if (doc.HasParseError()) {
     return Invalid(std::string("malformed JSON at offset ") + std::to_string(doc.GetErrorOffset()) + ": " +
@@ -303,7 +309,16 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string
 }
 
 EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputEncoding& encoding) {
-  rapidjson::StringBuffer buffer;
+  // Reused by the thread: growing a fresh buffer cost a few reallocations per answer.
+  thread_local rapidjson::StringBuffer buffer;
+  buffer.Clear();
+  struct ShrinkIfLarge {
+    ~ShrinkIfLarge() {
+      if (buffer.GetSize() <= kKeptEncodeBufferBytes) return;
+      buffer.Clear();
+      buffer.ShrinkToFit();
+    }
+  } shrink_if_large;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("model_name");
