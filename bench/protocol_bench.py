@@ -5,17 +5,29 @@
 
 For a 1x3x224x224 FP32 tensor (602 KB, an image) and a 1x16 FP32 tensor (64 B), at concurrency 1
 and 16, runs `inferd bench` (closed loop, one fixed window per run after a warm-up) over each
-protocol (gRPC twice: a thread per request in flight, and `--async`) against a fresh `inferd serve` and prints requests/s and p99 (median over rounds) with the
-ratios the issue asks about. Load generator and server share the machine: on 2 cores the client's
-own encoding (JSON especially) is part of what is measured, as it is for any real client.
+protocol (gRPC twice: a thread per request in flight, and `--async`) against a fresh `inferd serve`
+and prints requests/s and p99 (median over rounds) with the ratios the issue asks about. Load
+generator and server share the machine: on 2 cores the client's own encoding (JSON especially) is
+part of what is measured, as it is for any real client.
+
+Two references put the gRPC numbers in proportion:
+- `grpc-floor`: `build/bench/grpc_floor_server`, a gRPC C++ server with the same service that
+  answers ModelInfer inline on gRPC's own thread (no queue, no instance thread), driven by the same
+  `inferd bench -i grpc --async`, small tensor only. inferd's gRPC frontend cannot beat it.
+- a lean-client table (when h2load is installed, `scripts/setup.sh --bench`): h2load, one C
+  client for both protocols (HTTP/2 with gRPC framing, and HTTP/1.1), so that the gRPC++
+  client's own cost is out of the numbers; small tensor, concurrency 16.
 Needs `bash scripts/build.sh release`.
 """
 import argparse
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import tempfile
 import time
@@ -24,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INFERD = os.environ.get("INFERD_BIN", str(ROOT / "build" / "src" / "server" / "inferd"))
+GRPC_FLOOR = os.environ.get("GRPC_FLOOR_BIN", str(ROOT / "build" / "bench" / "grpc_floor_server"))
 
 MODELS = {
     "identity_image": 'backend: "identity"\nmax_batch_size: 0\n'
@@ -36,7 +49,8 @@ MODELS = {
 # grpc-async: the closed loop as chains of async calls (`inferd bench --async`), which saves the
 # gRPC client a thread wake-up per request; HTTP's async path is a thread pool, so its threads stay.
 PROTOCOLS = {"grpc": ["-i", "grpc"], "grpc-async": ["-i", "grpc", "--async"], "http-binary": ["-i", "http"],
-             "http-json": ["-i", "http", "--json-tensors"]}
+             "http-json": ["-i", "http", "--json-tensors"], "grpc-floor": ["-i", "grpc", "--async"]}
+SMALL_VALUES = [0.5 + i for i in range(16)]
 
 
 def free_port():
@@ -45,25 +59,38 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_until(ready, what):
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            if ready():
+                return
+        except Exception:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} did not come up")
+
+
 def start_server(repo):
     http, grpc = free_port(), free_port()
     process = subprocess.Popen([INFERD, "serve", "--model-repository", str(repo), "--http-address", "127.0.0.1",
                                 "--http-port", str(http), "--grpc-address", "127.0.0.1", "--grpc-port", str(grpc),
                                 "--metrics-port", str(free_port())],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=1)
-            return process, http, grpc
-        except Exception:
-            time.sleep(0.05)
-    raise RuntimeError("inferd did not come up")
+    wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=1), "inferd")
+    return process, http, grpc
+
+
+def start_grpc_floor():
+    port = free_port()
+    process = subprocess.Popen([GRPC_FLOOR, f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, "grpc_floor_server")
+    return process, port
 
 
 def bench(model, protocol, concurrency, ports, seconds):
-    http, grpc = ports
-    url = f"127.0.0.1:{grpc if protocol.startswith('grpc') else http}"
+    http, grpc, floor = ports
+    url = f"127.0.0.1:{floor if protocol == 'grpc-floor' else grpc if protocol.startswith('grpc') else http}"
     result = subprocess.run([INFERD, "bench", "-m", model, "-u", url, *PROTOCOLS[protocol],
                              "--concurrency", str(concurrency), "--duration", str(seconds), "--warmup-ms", "500",
                              "--format", "json"], capture_output=True, text=True, timeout=120)
@@ -75,40 +102,137 @@ def bench(model, protocol, concurrency, ports, seconds):
     return row["throughput"], row["p99_ms"]
 
 
+def protobuf_field(number, payload):
+    """A length-delimited protobuf field (wire type 2)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def varint(value):
+    out = b""
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out += bytes([byte | (0x80 if value else 0)])
+        if not value:
+            return out
+
+
+def small_grpc_request():
+    """ModelInferRequest for identity_small, gRPC-framed (field numbers of grpc_service.proto)."""
+    tensor = (protobuf_field(1, b"INPUT0") + protobuf_field(2, b"FP32") +
+              protobuf_field(3, varint(1) + varint(16)))  # shape, packed
+    message = (protobuf_field(1, b"identity_small") + protobuf_field(5, tensor) +
+               protobuf_field(7, struct.pack("<16f", *SMALL_VALUES)))
+    return b"\0" + struct.pack(">I", len(message)) + message
+
+
+def small_binary_http_request():
+    header = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 64}}]}).encode()
+    return header + struct.pack("<16f", *SMALL_VALUES), len(header)
+
+
+def h2load(args, body, seconds):
+    with tempfile.NamedTemporaryFile(suffix=".bin") as file:
+        file.write(body)
+        file.flush()
+        out = subprocess.run(["h2load", "-D", f"{int(seconds * 1000)}ms", "--warm-up-time", "500ms", "-t", "1",
+                              "-d", file.name, *args],
+                             capture_output=True, text=True, timeout=seconds + 60).stdout
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    if not done or done.group(1) != done.group(2):
+        raise RuntimeError("h2load: requests failed\n" + out)
+    return float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out).group(1)), int(done.group(2))
+
+
+def inference_count(http):
+    with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/identity_small/stats", timeout=5) as answer:
+        return json.load(answer)["model_stats"][0]["inference_count"]
+
+
+def lean_client_round(ports, seconds):
+    """Small tensor, concurrency 16, h2load for every protocol. gRPC answers 200 even on error (the
+    status is a trailer), so inferd's own count must grow by what h2load counted."""
+    http, grpc, floor = ports
+    grpc_args = ["-c", "1", "-m", "16", "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    rates = {}
+    before = inference_count(http)
+    rates["grpc"], sent = h2load(grpc_args + [f"http://127.0.0.1:{grpc}/inference.GRPCInferenceService/ModelInfer"],
+                                 small_grpc_request(), seconds)
+    if inference_count(http) - before < sent:
+        raise RuntimeError("h2load's gRPC requests did not all reach the model")
+    rates["grpc-floor"], _ = h2load(grpc_args + [f"http://127.0.0.1:{floor}/inference.GRPCInferenceService/ModelInfer"],
+                                    small_grpc_request(), seconds)
+    body, json_length = small_binary_http_request()
+    rates["http-binary"], _ = h2load(["--h1", "-c", "16", "-H", "Content-Type: application/octet-stream",
+                                      "-H", f"Inference-Header-Content-Length: {json_length}",
+                                      f"http://127.0.0.1:{http}/v2/models/identity_small/infer"], body, seconds)
+    return rates
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3)
     args = parser.parse_args()
+    lean = shutil.which("h2load") is not None
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp)
         for name, config in MODELS.items():
             (repo / name / "1").mkdir(parents=True)
             (repo / name / "config.pbtxt").write_text(config)
         process, http, grpc = start_server(repo)
+        floor_process, floor = start_grpc_floor()
+        ports = (http, grpc, floor)
         try:
-            results = {}
+            results, lean_results = {}, []
             for _ in range(args.rounds):  # rounds interleave protocols, so drift hits all alike
                 for model in MODELS:
                     for concurrency in (1, 16):
-                        for protocol in PROTOCOLS:
+                        for protocol in protocols_for(model):
                             key = (model, concurrency, protocol)
-                            results.setdefault(key, []).append(bench(model, protocol, concurrency, (http, grpc),
-                                                                     args.seconds))
+                            results.setdefault(key, []).append(bench(model, protocol, concurrency, ports, args.seconds))
+                if lean:
+                    lean_results.append(lean_client_round(ports, args.seconds))
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=30)
-    print(f"| tensor | concurrency | protocol | req/s | p99 ms | req/s vs HTTP/JSON | req/s vs HTTP/binary |")
+            for running in (process, floor_process):
+                running.send_signal(signal.SIGTERM)
+                running.wait(timeout=30)
+    print_inferd_bench_table(results)
+    if lean:
+        print_lean_client_table(lean_results)
+    else:
+        print("\n(h2load not installed: no lean-client table; `bash scripts/setup.sh --bench` installs it)")
+
+
+def protocols_for(model):
+    # The floor server's metadata describes the small tensor only.
+    return [p for p in PROTOCOLS if p != "grpc-floor" or model == "identity_small"]
+
+
+def print_inferd_bench_table(results):
+    print("Load generator: `inferd bench` (closed loop); grpc-floor is build/bench/grpc_floor_server.\n")
+    print("| tensor | concurrency | protocol | req/s | p99 ms | req/s vs HTTP/JSON | req/s vs HTTP/binary |")
     print("|---|---|---|---|---|---|---|")
     for model in MODELS:
         tensor = "1x3x224x224 FP32 (602 KB)" if model == "identity_image" else "1x16 FP32 (64 B)"
         for concurrency in (1, 16):
             median = {p: (statistics.median(r[0] for r in results[(model, concurrency, p)]),
-                          statistics.median(r[1] for r in results[(model, concurrency, p)])) for p in PROTOCOLS}
-            for protocol in PROTOCOLS:
+                          statistics.median(r[1] for r in results[(model, concurrency, p)])) for p in protocols_for(model)}
+            for protocol in protocols_for(model):
                 rate, p99 = median[protocol]
                 print(f"| {tensor} | {concurrency} | {protocol} | {rate:.0f} | {p99:.2f} | "
                       f"{rate / median['http-json'][0]:.2f}x | {rate / median['http-binary'][0]:.2f}x |")
+
+
+def print_lean_client_table(rounds):
+    print("\nLoad generator: h2load (gRPC: one connection, 16 streams; HTTP/1.1: 16 connections); "
+          "1x16 FP32, concurrency 16, median of the rounds\n")
+    print("| server | req/s | vs inferd HTTP/binary |")
+    print("|---|---|---|")
+    median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    labels = {"http-binary": "inferd, HTTP/binary", "grpc": "inferd, gRPC", "grpc-floor": "grpc_floor_server (gRPC)"}
+    for key in ("http-binary", "grpc", "grpc-floor"):
+        print(f"| {labels[key]} | {median[key]:.0f} | {median[key] / median['http-binary']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ PACKAGES=(
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
   python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
 )
-# Benchmarks only (`scripts/setup.sh --bench`): the load generator and the reference server, and
-# Node.js for ONNX Runtime (npm onnxruntime-node, installed by bench/engine_bench.py).
+# Benchmarks only (`scripts/setup.sh --bench`): the load generators (wrk; h2load from
+# nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, and Node.js for ONNX
+# Runtime (npm onnxruntime-node, installed by bench/engine_bench.py).
 if [ "${1:-}" = "--bench" ]; then
-  PACKAGES+=(nginx-light wrk)
+  PACKAGES+=(nginx-light wrk nghttp2-client)
   command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 fi
 
