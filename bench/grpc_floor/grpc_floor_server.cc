@@ -9,12 +9,10 @@
 // `inferd bench -i grpc` can drive it, and ModelInfer; every other RPC is UNIMPLEMENTED.
 #include <grpcpp/grpcpp.h>
 
-#include <pthread.h>
-
-#include <csignal>
 #include <cstdio>
 #include <memory>
 
+#include "common/stop_signals.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace {
@@ -68,13 +66,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s ADDRESS:PORT\n", argv[0]);
     return 2;
   }
-  // Stopped by SIGTERM (the bench) or SIGINT: blocked before gRPC starts its threads, so that they
-  // inherit the mask and sigwait below receives the signal.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Stopped by SIGTERM (the bench) or SIGINT, blocked before gRPC starts its threads.
+  const sigset_t stop_signals = inferd::BlockStopSignals();
   FloorService service;
   grpc::ServerBuilder builder;
   int port = 0;
@@ -87,8 +80,7 @@ int main(int argc, char** argv) {
   }
   std::printf("listening on %s\n", argv[1]);
   std::fflush(stdout);
-  int received = 0;
-  sigwait(&stop_signals, &received);
+  inferd::WaitForStopSignal(stop_signals);
   server->Shutdown();
   return 0;
 }

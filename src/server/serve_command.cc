@@ -1,6 +1,5 @@
 #include "server/serve_command.h"
 
-#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +7,7 @@
 #include <limits>
 #include <thread>
 
+#include "common/stop_signals.h"
 #include "core/inference_server.h"
 #include "frontends/grpc/grpc_server.h"
 #include "frontends/http/http_server.h"
@@ -26,8 +26,10 @@ void AddGrpcFlags(CLI::App* command, ServeFlags* flags) {
   command->add_option("--grpc-address", flags->grpc_address, "Address the gRPC port binds to")
       ->capture_default_str()
       ->envname("INFERD_GRPC_ADDRESS");
-  command->add_option("--grpc-port", flags->grpc_port, "KServe v2 gRPC port (inference.GRPCInferenceService, "
-                      "grpc.health.v1.Health)")
+  command
+      ->add_option("--grpc-port", flags->grpc_port,
+                   "KServe v2 gRPC port (inference.GRPCInferenceService, "
+                   "grpc.health.v1.Health)")
       ->capture_default_str()
       ->envname("INFERD_GRPC_PORT");
   command
@@ -124,16 +126,6 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
 
 namespace {
 
-// Blocks SIGTERM/SIGINT in every thread (call before starting any) and waits for one here.
-sigset_t BlockStopSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  return signals;
-}
-
 // I/O is cheap next to inference: a request costs an I/O thread tens of microseconds, so a large
 // machine needs few I/O threads. (On 2 cores, one I/O thread instead of the default two helped at
 // concurrency 8 and hurt at 64: docs/BENCHMARKS.md.)
@@ -143,7 +135,7 @@ int DefaultHttpThreads() { return static_cast<int>(std::max(1u, std::thread::har
 
 int RunServe(const ServeFlags& flags) {
   spdlog::set_level(flags.log_verbose ? spdlog::level::debug : spdlog::level::info);
-  sigset_t stop_signals = BlockStopSignals();
+  const sigset_t stop_signals = BlockStopSignals();  // before any thread starts: they inherit it
 
   ServerOptions options;
   for (const auto& path : flags.model_repositories) options.repositories.emplace_back(path);
@@ -193,8 +185,7 @@ int RunServe(const ServeFlags& flags) {
                flags.allow_grpc ? fmt::format("gRPC on {}:{}, ", flags.grpc_address, grpc.port()) : "",
                flags.http_address, metrics.port());
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = WaitForStopSignal(stop_signals);
   spdlog::info("received signal {}: draining ({} request(s) in flight, up to {} s)", signal_number,
                server.inflight(), flags.exit_timeout_secs);
   server.BeginDrain();
