@@ -33,6 +33,13 @@ void AddGrpcFlags(CLI::App* command, ServeFlags* flags) {
       ->capture_default_str()
       ->envname("INFERD_GRPC_PORT");
   command
+      ->add_option("--grpc-threads", flags->grpc_threads,
+                   "Threads polling gRPC's completion queues: they parse and answer calls, never running "
+                   "models (0: one per eight cores, at least one)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str()
+      ->envname("INFERD_GRPC_THREADS");
+  command
       ->add_option("--grpc-max-message-bytes", flags->grpc_max_message_bytes,
                    "Largest gRPC request or response message; larger requests get RESOURCE_EXHAUSTED")
       ->check(CLI::Range(1024, std::numeric_limits<int>::max()))
@@ -158,7 +165,8 @@ int RunServe(const ServeFlags& flags) {
                    .keepalive_permit_without_calls = flags.grpc_keepalive_permit_without_calls,
                    .http2_max_pings_without_data = flags.grpc_http2_max_pings_without_data,
                    .http2_min_recv_ping_interval_without_data_ms = flags.grpc_http2_min_recv_ping_interval_ms,
-                   .http2_max_ping_strikes = flags.grpc_http2_max_ping_strikes},
+                   .http2_max_ping_strikes = flags.grpc_http2_max_ping_strikes,
+                   .call_threads = flags.grpc_threads},
                   &server);
   // gRPC first: a client that saw /v2/health/live answer on the HTTP port may connect to gRPC at
   // once (the e2e harness does), and must not find the port still closed.

@@ -19,11 +19,12 @@ struct ServeFlags {
   uint16_t http_port = 8000;
   uint16_t metrics_port = 8002;
   int http_threads = 2;  // 0: one per four cores, at least one
-  int threads = 0;  // 0: every core
+  int threads = 0;       // 0: every core
   uint64_t http_max_body_bytes = 64ull << 20;
   bool allow_grpc = true;
   std::string grpc_address = "0.0.0.0";
   uint16_t grpc_port = 8001;
+  int grpc_threads = 0;  // 0: one per eight cores, at least one
   int grpc_max_message_bytes = 64 << 20;
   int grpc_keepalive_time_ms = 7'200'000;
   int grpc_keepalive_timeout_ms = 20'000;

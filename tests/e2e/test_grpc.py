@@ -348,6 +348,41 @@ def test_sigterm_drains_grpc_calls_and_reports_not_serving(fresh_server, grpc_st
     assert server.process.wait(timeout=20) == 0, server.logs()
 
 
+def test_streams_left_open_or_abandoned_do_not_hold_the_server(fresh_server, grpc_stubs):
+    """A client that cancels a stream with a request still running, and one that keeps an idle
+    stream open: the server keeps serving, and on SIGTERM closes the open stream and exits 0."""
+    pb = grpc_stubs[0]
+    server = fresh_server()
+    stub = stub_for(server, grpc_stubs)
+
+    def slow_request(value):
+        request = pb.ModelInferRequest(model_name="slow", id=str(value))
+        request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 1]).contents.fp32_contents.append(value)
+        return request
+
+    abandoned = stub.ModelStreamInfer(iter([slow_request(1)]), timeout=20)
+    time.sleep(0.2)  # the request is executing (600 ms)
+    abandoned.cancel()
+    assert_still_serving(stub, pb)
+
+    keep_open = threading.Event()
+
+    def idle_after_one():
+        yield add_sub_request(pb, request_id="first")
+        keep_open.wait(30)  # the stream stays open, idle, until the test ends
+
+    stream = stub.ModelStreamInfer(idle_after_one(), timeout=30)
+    assert next(stream).infer_response.id == "first"
+    server.process.send_signal(15)
+    try:
+        assert server.process.wait(timeout=20) == 0, server.logs()
+        with pytest.raises(grpc.RpcError) as error:
+            list(stream)
+        assert error.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    finally:
+        keep_open.set()
+
+
 def test_concurrent_streams_and_unary_calls(stub, pb):
     errors = []
 
@@ -375,7 +410,8 @@ def test_grpc_flags(fresh_server, grpc_stubs):
     pb = grpc_stubs[0]
     tuned = fresh_server("--grpc-keepalive-time", "10000", "--grpc-keepalive-timeout", "2000",
                          "--grpc-keepalive-permit-without-calls", "true", "--grpc-http2-max-pings-without-data", "0",
-                         "--grpc-http2-min-recv-ping-interval-without-data", "5000", "--grpc-http2-max-ping-strikes", "0")
+                         "--grpc-http2-min-recv-ping-interval-without-data", "5000", "--grpc-http2-max-ping-strikes", "0",
+                         "--grpc-threads", "3")
     assert_still_serving(stub_for(tuned, grpc_stubs), pb)
     assert tuned.stop() == 0
     off = fresh_server("--allow-grpc", "false")

@@ -3,12 +3,16 @@
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
-#include <deque>
+#include <functional>
+#include <thread>
+#include <type_traits>
 
-#include "common/mutex.h"
 #include "core/server_info.h"
+#include "frontends/grpc/call_queues.h"
+#include "frontends/grpc/grpc_call_util.h"
 #include "frontends/grpc/grpc_codec.h"
 #include "frontends/grpc/grpc_status.h"
+#include "frontends/grpc/stream_infer_call.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "inferd_version.h"
@@ -20,39 +24,12 @@ using inference::ModelInferRequest;
 using inference::ModelInferResponse;
 using inference::ModelStreamInferResponse;
 
-// A stream may have this many requests parsed and not yet answered; beyond it the stream stops
-// reading until answers go out, so one client cannot pile up unbounded work through one stream
-// (the model's queue limit still applies to each request).
-constexpr int kMaxInflightPerStream = 64;
-
 grpc::Status Error(const Status& status) { return ToGrpcStatus(status); }
 
 // An empty version string means "the server picks".
 StatusOr<int64_t> VersionFrom(const std::string& text) {
   if (text.empty()) return int64_t{0};
   return ParseModelVersion(text);
-}
-
-// The time the client has left, carried into the queue so the request is dropped unexecuted once
-// nobody waits for it. DEADLINE_EXCEEDED when it has already passed.
-Status ApplyClientDeadline(const grpc::CallbackServerContext& context, InferRequest* request) {
-  const auto deadline = context.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return Status::Ok();
-  const auto left =
-      std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
-  if (left.count() <= 0) return Status::DeadlineExceeded("the client's deadline passed before the request was queued");
-  request->client_timeout_us = static_cast<uint64_t>(left.count());
-  return Status::Ok();
-}
-
-// gRPC owns the request message only until the call finishes, while parsed tensors alias its raw
-// contents and may outlive that (a batch holds them): move the contents into a message we own.
-// Swap of two heap messages exchanges pointers; nothing is copied. The message is ours to change:
-// gRPC handed it to this one call and reads it no more.
-std::shared_ptr<const ModelInferRequest> TakeMessage(const ModelInferRequest* message) {
-  auto owned = std::make_shared<ModelInferRequest>();
-  owned->Swap(const_cast<ModelInferRequest*>(message));
-  return owned;
 }
 
 template <typename TensorList, typename Metadata>
@@ -87,176 +64,59 @@ void DescribeStats(const ModelVersion& model, inference::ModelStatistics* out) {
   CopyDuration(stats.compute_output, inference->mutable_compute_output());
 }
 
-// ModelStreamInfer: reads, runs and answers requests concurrently. Answers are written one at a
-// time in completion order. The reactor deletes itself in OnDone, which gRPC calls only after
-// Finish, and Finish comes only once every read has ended and every request is answered, so no
-// inference callback can reach a deleted reactor.
-class StreamInferReactor final : public grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse> {
- public:
-  StreamInferReactor(InferenceServer* server, grpc::CallbackServerContext* context)
-      : server_(server), context_(context) {
-    Pump();
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the client half-closed, or the call is gone
-      {
-        MutexLock lock(&mu_);
-        reading_ = false;
-        reads_done_ = true;
-      }
-      return Pump();
-    }
-    std::shared_ptr<const ModelInferRequest> message = TakeMessage(incoming_.get());
-    {
-      MutexLock lock(&mu_);
-      reading_ = false;
-      ++inflight_;
-    }
-    Run(std::move(message));
-    Pump();
-  }
-
-  void OnWriteDone(bool ok) override {
-    {
-      MutexLock lock(&mu_);
-      writing_ = false;
-      if (!ok) broken_ = true;  // the client is gone: later answers have nowhere to go
-    }
-    Pump();
-  }
-
-  void OnDone() override { delete this; }
-
- private:
-  void Run(std::shared_ptr<const ModelInferRequest> message) {
-    auto parsed = ParseModelInferRequest(message);
-    Status status = parsed.ok() ? ApplyClientDeadline(*context_, parsed->get()) : parsed.status();
-    if (!status.ok()) return Answer(ErrorResponse(*message, status));
-    // The message stays alive for the error answer (the request's tensors point into it anyway).
-    server_->InferAsync(std::move(parsed).value(), [this, message](StatusOr<InferResponse> result) {
-      if (!result.ok()) return Answer(ErrorResponse(*message, result.status()));
-      auto response = std::make_unique<ModelStreamInferResponse>();
-      EncodeModelInferResponse(*result, response->mutable_infer_response());
-      Answer(std::move(response));
-    });
-  }
-
-  static std::unique_ptr<ModelStreamInferResponse> ErrorResponse(const ModelInferRequest& request,
-                                                                 const Status& error) {
-    auto response = std::make_unique<ModelStreamInferResponse>();
-    response->set_error_message(error.message());
-    response->mutable_infer_response()->set_id(request.id());
-    response->mutable_infer_response()->set_model_name(request.model_name());
-    response->mutable_infer_response()->set_model_version(request.model_version());
-    return response;
-  }
-
-  void Answer(std::unique_ptr<ModelStreamInferResponse> response) {
-    {
-      MutexLock lock(&mu_);
-      --inflight_;
-      if (!broken_) writes_.push_back(std::move(response));
-    }
-    Pump();
-  }
-
-  // Decides under the lock what to start, then starts it outside: gRPC may run a reaction on this
-  // thread, and reactions take the lock. The flags make each start happen on one thread only.
-  void Pump() {
-    bool write = false, read = false, finish = false, cancelled = false;
-    {
-      MutexLock lock(&mu_);
-      if (broken_) writes_.clear();
-      if (!writing_ && !writes_.empty()) {
-        current_write_ = std::move(writes_.front());
-        writes_.pop_front();
-        writing_ = write = true;
-      }
-      if (!reading_ && !reads_done_ && inflight_ < kMaxInflightPerStream) {
-        incoming_ = std::make_unique<ModelInferRequest>();
-        reading_ = read = true;
-      }
-      if (!finished_ && reads_done_ && inflight_ == 0 && !writing_ && writes_.empty()) {
-        finished_ = finish = true;
-        cancelled = broken_;
-      }
-    }
-    if (write) StartWrite(current_write_.get());
-    if (read) StartRead(incoming_.get());
-    if (finish) Finish(cancelled ? grpc::Status::CANCELLED : grpc::Status::OK);
-  }
-
-  InferenceServer* const server_;
-  grpc::CallbackServerContext* const context_;
-  // Touched only by the one read (or write) in progress, which the flags below serialise.
-  std::unique_ptr<ModelInferRequest> incoming_;
-  std::unique_ptr<ModelStreamInferResponse> current_write_;
-
-  Mutex mu_;
-  std::deque<std::unique_ptr<ModelStreamInferResponse>> writes_ GUARDED_BY(mu_);
-  int inflight_ GUARDED_BY(mu_) = 0;
-  bool reading_ GUARDED_BY(mu_) = false;
-  bool writing_ GUARDED_BY(mu_) = false;
-  bool reads_done_ GUARDED_BY(mu_) = false;
-  bool broken_ GUARDED_BY(mu_) = false;
-  bool finished_ GUARDED_BY(mu_) = false;
-};
-
 }  // namespace
 
-class GrpcServer::InferenceService final : public inference::GRPCInferenceService::CallbackService {
+// The answers to every unary RPC. Most answer at once (they return the status); ModelInfer and
+// the repository calls answer later through `finish`. Never blocks: the caller is a queue's poller.
+class GrpcServer::Handlers {
  public:
-  explicit InferenceService(InferenceServer* server) : server_(server) {}
+  using Finish = std::function<void(const grpc::Status&)>;
 
-  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* context, const inference::ServerLiveRequest*,
-                                       inference::ServerLiveResponse* response) override {
+  explicit Handlers(InferenceServer* server) : server_(server) {}
+
+  grpc::Status ServerLive(const inference::ServerLiveRequest&, inference::ServerLiveResponse* response) {
     response->set_live(server_->IsLive());
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* context,
-                                        const inference::ServerReadyRequest*,
-                                        inference::ServerReadyResponse* response) override {
+  grpc::Status ServerReady(const inference::ServerReadyRequest&, inference::ServerReadyResponse* response) {
     response->set_ready(server_->IsReady());
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
   // Ready: loaded and serving. Known to the repository but not loaded: ready false. Unknown:
   // NOT_FOUND, as over HTTP.
-  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* context,
-                                       const inference::ModelReadyRequest* request,
-                                       inference::ModelReadyResponse* response) override {
-    auto version = VersionFrom(request->version());
-    if (!version.ok()) return Done(context, Error(version.status()));
-    auto model = server_->FindModel(request->name(), *version);
+  grpc::Status ModelReady(const inference::ModelReadyRequest& request,
+                          inference::ModelReadyResponse* response) {
+    auto version = VersionFrom(request.version());
+    if (!version.ok()) return Error(version.status());
+    auto model = server_->FindModel(request.name(), *version);
     if (model.ok()) {
       response->set_ready(true);
-      return Done(context, grpc::Status::OK);
+      return grpc::Status::OK;
     }
     for (const auto& entry : server_->RepositoryIndex()) {
-      if (entry.name == request->name() && (*version == 0 || entry.version == *version || entry.version == 0)) {
+      if (entry.name == request.name() &&
+          (*version == 0 || entry.version == *version || entry.version == 0)) {
         response->set_ready(false);
-        return Done(context, grpc::Status::OK);
+        return grpc::Status::OK;
       }
     }
-    return Done(context, Error(model.status()));
+    return Error(model.status());
   }
 
-  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* context,
-                                           const inference::ServerMetadataRequest*,
-                                           inference::ServerMetadataResponse* response) override {
+  grpc::Status ServerMetadata(const inference::ServerMetadataRequest&,
+                              inference::ServerMetadataResponse* response) {
     response->set_name(std::string(kServerName));
     response->set_version(kInferdVersion);
     for (std::string_view extension : ServerExtensions()) response->add_extensions(std::string(extension));
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* context,
-                                          const inference::ModelMetadataRequest* request,
-                                          inference::ModelMetadataResponse* response) override {
-    auto model = Find(request->name(), request->version());
-    if (!model.ok()) return Done(context, Error(model.status()));
+  grpc::Status ModelMetadata(const inference::ModelMetadataRequest& request,
+                             inference::ModelMetadataResponse* response) {
+    auto model = Find(request.name(), request.version());
+    if (!model.ok()) return Error(model.status());
     const inferd::ModelConfig& config = (*model)->config();
     response->set_name(config.name());
     for (const auto& loaded : server_->LoadedVersions(config.name()))
@@ -265,105 +125,107 @@ class GrpcServer::InferenceService final : public inference::GRPCInferenceServic
     const bool batching = config.max_batch_size() > 0;
     DescribeTensors(config.input(), batching, response->mutable_inputs());
     DescribeTensors(config.output(), batching, response->mutable_outputs());
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* context, const ModelInferRequest* request,
-                                       ModelInferResponse* response) override {
-    auto parsed = ParseModelInferRequest(TakeMessage(request));
-    if (!parsed.ok()) return Done(context, Error(parsed.status()));
-    if (Status status = ApplyClientDeadline(*context, parsed->get()); !status.ok())
-      return Done(context, Error(status));
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    server_->InferAsync(std::move(parsed).value(), [reactor, response](StatusOr<InferResponse> result) {
-      if (!result.ok()) return reactor->Finish(Error(result.status()));
-      EncodeModelInferResponse(*result, response);
-      reactor->Finish(grpc::Status::OK);
-    });
-    return reactor;
+  // Parses, hands the request to the model and returns; the model's instance thread finishes it.
+  void ModelInfer(grpc::ServerContext& context, ModelInferRequest& request, ModelInferResponse* response,
+                  Finish finish) {
+    auto parsed = ParseModelInferRequest(TakeMessage(&request));
+    if (!parsed.ok()) return finish(Error(parsed.status()));
+    if (Status status = ApplyClientDeadline(context, parsed->get()); !status.ok())
+      return finish(Error(status));
+    server_->InferAsync(std::move(parsed).value(),
+                        [response, finish = std::move(finish)](StatusOr<InferResponse> result) {
+                          if (!result.ok()) return finish(Error(result.status()));
+                          EncodeModelInferResponse(*result, response);
+                          finish(grpc::Status::OK);
+                        });
   }
 
-  grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>* ModelStreamInfer(
-      grpc::CallbackServerContext* context) override {
-    return new StreamInferReactor(server_, context);
-  }
-
-  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* context,
-                                        const inference::ModelConfigRequest* request,
-                                        inference::ModelConfigResponse* response) override {
-    auto model = Find(request->name(), request->version());
-    if (!model.ok()) return Done(context, Error(model.status()));
+  grpc::Status ModelConfig(const inference::ModelConfigRequest& request,
+                           inference::ModelConfigResponse* response) {
+    auto model = Find(request.name(), request.version());
+    if (!model.ok()) return Error(model.status());
     *response->mutable_config() = (*model)->config();
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
   // No name: every loaded model. A name: its loaded versions, or the one asked for.
-  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* context,
-                                            const inference::ModelStatisticsRequest* request,
-                                            inference::ModelStatisticsResponse* response) override {
+  grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& request,
+                               inference::ModelStatisticsResponse* response) {
     std::vector<std::shared_ptr<ModelVersion>> models;
-    if (request->name().empty()) {
+    if (request.name().empty()) {
       models = server_->LoadedModels();
     } else {
-      auto model = Find(request->name(), request->version());
-      if (!model.ok()) return Done(context, Error(model.status()));
-      models = request->version().empty() ? server_->LoadedVersions(request->name())
-                                          : std::vector<std::shared_ptr<ModelVersion>>{*model};
+      auto model = Find(request.name(), request.version());
+      if (!model.ok()) return Error(model.status());
+      models = request.version().empty() ? server_->LoadedVersions(request.name())
+                                         : std::vector<std::shared_ptr<ModelVersion>>{*model};
     }
     for (const auto& model : models) DescribeStats(*model, response->add_model_stats());
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* context,
-                                            const inference::RepositoryIndexRequest* request,
-                                            inference::RepositoryIndexResponse* response) override {
+  grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& request,
+                               inference::RepositoryIndexResponse* response) {
     for (const auto& entry : server_->RepositoryIndex()) {
-      if (request->ready() && entry.state != "READY") continue;
+      if (request.ready() && entry.state != "READY") continue;
       auto* model = response->add_models();
       model->set_name(entry.name);
       if (entry.version > 0) model->set_version(std::to_string(entry.version));
       model->set_state(entry.state);
       model->set_reason(entry.reason);
     }
-    return Done(context, grpc::Status::OK);
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* context,
-                                                const inference::RepositoryModelLoadRequest* request,
-                                                inference::RepositoryModelLoadResponse*) override {
+  void RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
+                           inference::RepositoryModelLoadResponse*, Finish finish) {
     // Triton's "config" and "file:" overrides would load a model that is not in the repository.
-    if (!request->parameters().empty()) {
-      return Done(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                        "load parameters (config or file overrides) are not supported; "
-                                        "put the model in the repository"));
+    if (!request.parameters().empty()) {
+      return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "load parameters (config or file overrides) are not supported; "
+                                 "put the model in the repository"));
     }
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    server_->LoadModelAsync(request->model_name(), [reactor](Status status) { reactor->Finish(Error(status)); });
-    return reactor;
+    server_->LoadModelAsync(request.model_name(),
+                            [finish = std::move(finish)](Status status) { finish(Error(status)); });
   }
 
-  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* context,
-                                                  const inference::RepositoryModelUnloadRequest* request,
-                                                  inference::RepositoryModelUnloadResponse*) override {
+  void RepositoryModelUnload(const inference::RepositoryModelUnloadRequest& request,
+                             inference::RepositoryModelUnloadResponse*, Finish finish) {
     // unload_dependents concerns ensembles' members; inferd has no ensembles, so it changes nothing.
-    for (const auto& [key, value] : request->parameters()) {
+    for (const auto& [key, value] : request.parameters()) {
       if (key != "unload_dependents") {
-        return Done(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                          "unknown unload parameter '" + key + "'"));
+        return finish(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown unload parameter '" + key + "'"));
       }
     }
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    server_->UnloadModelAsync(request->model_name(), [reactor](Status status) { reactor->Finish(Error(status)); });
-    return reactor;
+    server_->UnloadModelAsync(request.model_name(),
+                              [finish = std::move(finish)](Status status) { finish(Error(status)); });
+  }
+
+  // grpc.health.v1: "" is the server as a whole (ready, and not draining); a model name is that
+  // model's newest version. An unknown name is NOT_FOUND, as the health protocol specifies.
+  grpc::Status HealthCheck(const grpc::health::v1::HealthCheckRequest& request,
+                           grpc::health::v1::HealthCheckResponse* response) {
+    using grpc::health::v1::HealthCheckResponse;
+    bool serving = false;
+    if (request.service().empty()) {
+      serving = server_->IsReady();
+    } else {
+      const bool loaded = server_->FindModel(request.service(), 0).ok();
+      bool known = loaded;
+      for (const auto& entry : server_->RepositoryIndex()) known = known || entry.name == request.service();
+      if (!known)
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + request.service() + "'");
+      serving = loaded && !server_->draining();
+    }
+    response->set_status(serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
+    return grpc::Status::OK;
   }
 
  private:
-  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc::Status& status) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(status);
-    return reactor;
-  }
-
   StatusOr<std::shared_ptr<ModelVersion>> Find(const std::string& name, const std::string& version_text) {
     ASSIGN_OR_RETURN(int64_t version, VersionFrom(version_text));
     return server_->FindModel(name, version);
@@ -372,45 +234,96 @@ class GrpcServer::InferenceService final : public inference::GRPCInferenceServic
   InferenceServer* const server_;
 };
 
-// grpc.health.v1: "" is the server as a whole (ready, and not draining); a model name is that
-// model's newest version. An unknown name is NOT_FOUND, as the health protocol specifies.
-class GrpcServer::HealthService final : public grpc::health::v1::Health::CallbackService {
- public:
-  explicit HealthService(InferenceServer* server) : server_(server) {}
+namespace {
 
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
-                                  const grpc::health::v1::HealthCheckRequest* request,
-                                  grpc::health::v1::HealthCheckResponse* response) override {
-    using grpc::health::v1::HealthCheckResponse;
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    bool serving = false;
-    if (request->service().empty()) {
-      serving = server_->IsReady();
-    } else {
-      const bool loaded = server_->FindModel(request->service(), 0).ok();
-      bool known = loaded;
-      for (const auto& entry : server_->RepositoryIndex()) known = known || entry.name == request->service();
-      if (!known) {
-        reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + request->service() + "'"));
-        return reactor;
-      }
-      serving = loaded && !server_->draining();
-    }
-    response->set_status(serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
+// One polling thread per eight cores: a call costs its poller tens of microseconds.
+int DefaultCallThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 8)); }
 
- private:
-  InferenceServer* const server_;
+// Calls of one method kept offered per queue: ModelInfer arrives in bursts as deep as the clients'
+// concurrency; the rest are rare.
+constexpr int kInferCallsOffered = 32;
+
+template <typename Request, typename Response, typename Handlers>
+UnaryHandler<Request, Response> AtOnce(Handlers* handlers,
+                                       grpc::Status (Handlers::*answer)(const Request&, Response*)) {
+  return [handlers, answer](grpc::ServerContext&, Request& request, Response* response,
+                            std::function<void(const grpc::Status&)> finish) {
+    finish((handlers->*answer)(request, response));
+  };
+}
+
+template <typename Request, typename Response, typename Handlers>
+UnaryHandler<Request, Response> Later(Handlers* handlers,
+                                      void (Handlers::*answer)(const Request&, Response*,
+                                                               std::function<void(const grpc::Status&)>)) {
+  return [handlers, answer](grpc::ServerContext&, Request& request, Response* response,
+                            std::function<void(const grpc::Status&)> finish) {
+    (handlers->*answer)(request, response, std::move(finish));
+  };
+}
+
+// `method` is a Request... member of one of the generated service's mixins, hence its own class.
+template <typename Service, typename MixinService, typename Request, typename Response>
+std::unique_ptr<UnaryRoute> Route(
+    CallQueues* queues, Service* service,
+    void (MixinService::*method)(grpc::ServerContext*, Request*, grpc::ServerAsyncResponseWriter<Response>*,
+                                 grpc::CompletionQueue*, grpc::ServerCompletionQueue*, void*),
+    std::type_identity_t<UnaryHandler<Request, Response>> handler, int offered = 1) {
+  return std::make_unique<UnaryRouteFor<MixinService, Request, Response>>(queues, service, method,
+                                                                          std::move(handler), offered);
+}
+
+}  // namespace
+
+struct GrpcServer::Services {
+  inference::GRPCInferenceService::AsyncService inference;
+  grpc::health::v1::Health::AsyncService health;
 };
 
 GrpcServer::GrpcServer(GrpcServerOptions options, InferenceServer* server)
     : options_(std::move(options)),
-      inference_service_(std::make_unique<InferenceService>(server)),
-      health_service_(std::make_unique<HealthService>(server)) {}
+      server_(server),
+      handlers_(std::make_unique<Handlers>(server)),
+      services_(std::make_unique<Services>()) {}
 
 GrpcServer::~GrpcServer() { Stop(std::chrono::milliseconds(0)); }
+
+void GrpcServer::AddRoutes() {
+  using Inference = inference::GRPCInferenceService::AsyncService;
+  using grpc::health::v1::Health;
+  CallQueues* queues = queues_.get();
+  Inference* inference = &services_->inference;
+  Handlers* handlers = handlers_.get();
+  routes_.push_back(
+      Route(queues, inference, &Inference::RequestServerLive, AtOnce(handlers, &Handlers::ServerLive)));
+  routes_.push_back(
+      Route(queues, inference, &Inference::RequestServerReady, AtOnce(handlers, &Handlers::ServerReady)));
+  routes_.push_back(
+      Route(queues, inference, &Inference::RequestModelReady, AtOnce(handlers, &Handlers::ModelReady)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestServerMetadata,
+                          AtOnce(handlers, &Handlers::ServerMetadata)));
+  routes_.push_back(
+      Route(queues, inference, &Inference::RequestModelMetadata, AtOnce(handlers, &Handlers::ModelMetadata)));
+  routes_.push_back(
+      Route(queues, inference, &Inference::RequestModelConfig, AtOnce(handlers, &Handlers::ModelConfig)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestModelStatistics,
+                          AtOnce(handlers, &Handlers::ModelStatistics)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestRepositoryIndex,
+                          AtOnce(handlers, &Handlers::RepositoryIndex)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestRepositoryModelLoad,
+                          Later(handlers, &Handlers::RepositoryModelLoad)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestRepositoryModelUnload,
+                          Later(handlers, &Handlers::RepositoryModelUnload)));
+  routes_.push_back(Route(
+      queues, inference, &Inference::RequestModelInfer,
+      [handlers](grpc::ServerContext& context, ModelInferRequest& request, ModelInferResponse* response,
+                 Handlers::Finish finish) {
+        handlers->ModelInfer(context, request, response, std::move(finish));
+      },
+      kInferCallsOffered));
+  routes_.push_back(Route(queues, &services_->health, &Health::AsyncService::RequestCheck,
+                          AtOnce(handlers, &Handlers::HealthCheck)));
+}
 
 Status GrpcServer::Start() {
   grpc::ServerBuilder builder;
@@ -420,18 +333,26 @@ Status GrpcServer::Start() {
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, options_.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options_.keepalive_timeout_ms);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, options_.keepalive_permit_without_calls ? 1 : 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                             options_.keepalive_permit_without_calls ? 1 : 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, options_.http2_max_pings_without_data);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              options_.http2_min_recv_ping_interval_without_data_ms);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options_.http2_max_ping_strikes);
-  builder.RegisterService(inference_service_.get());
-  builder.RegisterService(health_service_.get());
+  builder.RegisterService(&services_->inference);
+  builder.RegisterService(&services_->health);
+  queues_ = std::make_unique<CallQueues>(
+      builder, options_.call_threads > 0 ? options_.call_threads : DefaultCallThreads());
   grpc_server_ = builder.BuildAndStart();
   if (!grpc_server_ || port_ == 0) {
     grpc_server_.reset();
     return Status::Unavailable("cannot listen for gRPC on " + address);
   }
+  AddRoutes();
+  for (auto& route : routes_) route->OfferAll();
+  for (size_t i = 0; i < queues_->size(); ++i)
+    StreamInferCall::Offer(server_, &services_->inference, queues_.get(), i);
+  queues_->Start();
   return Status::Ok();
 }
 
@@ -439,6 +360,7 @@ void GrpcServer::Stop(std::chrono::milliseconds grace) {
   if (!grpc_server_) return;
   grpc_server_->Shutdown(std::chrono::system_clock::now() + grace);
   grpc_server_->Wait();
+  queues_->Stop();
   grpc_server_.reset();
 }
 

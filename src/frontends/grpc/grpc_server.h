@@ -1,12 +1,14 @@
 // The KServe v2 gRPC frontend (inference.GRPCInferenceService) and grpc.health.v1, on gRPC's
-// callback API: a handler parses, hands the request to InferenceServer::InferAsync and returns;
-// the answer is finished from the completion callback. No gRPC thread ever waits for a model.
+// completion queues polled by threads of ours (call_queues.h says why not the callback API). An
+// inference is parsed on the poller, handed to InferenceServer::InferAsync, and finished from the
+// completion callback on the model's instance thread: no poller ever waits for a model.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "core/inference_server.h"
@@ -16,6 +18,9 @@ class Server;
 }
 
 namespace inferd {
+
+class CallQueues;
+class UnaryRoute;
 
 struct GrpcServerOptions {
   std::string address = "0.0.0.0";
@@ -29,6 +34,8 @@ struct GrpcServerOptions {
   int http2_max_pings_without_data = 2;
   int http2_min_recv_ping_interval_without_data_ms = 300'000;
   int http2_max_ping_strikes = 2;
+  // Threads polling the completion queues every call runs on; 0: one per eight cores.
+  int call_threads = 0;
 };
 
 class GrpcServer {
@@ -45,12 +52,17 @@ class GrpcServer {
   void Stop(std::chrono::milliseconds grace);
 
  private:
-  class InferenceService;
-  class HealthService;
+  class Handlers;
+  struct Services;  // the generated async services (their types cannot be declared here)
+  void AddRoutes();
 
   const GrpcServerOptions options_;
-  std::unique_ptr<InferenceService> inference_service_;
-  std::unique_ptr<HealthService> health_service_;
+  InferenceServer* const server_;
+  std::unique_ptr<Handlers> handlers_;
+  std::unique_ptr<Services> services_;
+  // Destroyed after grpc_server_ (declared before it): gRPC wants a server gone before its queues.
+  std::unique_ptr<CallQueues> queues_;
+  std::vector<std::unique_ptr<UnaryRoute>> routes_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
 };
