@@ -11,9 +11,9 @@ generator and server share the machine: on 2 cores the client's own encoding (JS
 part of what is measured, as it is for any real client.
 
 Two references put the gRPC numbers in proportion:
-- `grpc-floor`: `build/bench/grpc_floor_server`, a gRPC C++ server with the same service that
-  answers ModelInfer inline on gRPC's own thread (no queue, no instance thread), driven by the same
-  `inferd bench -i grpc --async`, small tensor only. inferd's gRPC frontend cannot beat it.
+- `grpc-floor`: `build/bench/grpc_floor_server`, a gRPC C++ server with the same service and
+  completion-queue API that answers ModelInfer inline on its one poller (no queue, no instance
+  thread), driven by the same `inferd bench -i grpc --async`, small tensor only: gRPC's own cost.
 - a lean-client table (when h2load is installed, `scripts/setup.sh --bench`): h2load, one C
   client for both protocols (HTTP/2 with gRPC framing, and HTTP/1.1), so that the gRPC++
   client's own cost is out of the numbers; small tensor, concurrency 16.
