@@ -275,6 +275,8 @@ std::unique_ptr<UnaryRoute> Route(
 
 }  // namespace
 
+// Every method of both services is asynchronous, so each needs a route in AddRoutes: a method no
+// call object is ever offered for would leave its callers waiting forever.
 struct GrpcServer::Services {
   inference::GRPCInferenceService::AsyncService inference;
   grpc::health::v1::Health::AsyncService health;
