@@ -1,5 +1,5 @@
-// Helpers both of the gRPC frontend's call styles need (callback reactors in grpc_server.cc, the
-// completion-queue ModelInfer in unary_infer_queues.cc).
+// Helpers both kinds of inference call need (unary ModelInfer in grpc_server.cc, the stream in
+// stream_infer_call.cc).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
