@@ -238,11 +238,11 @@ void WriteTensor(const Tensor& tensor, bool binary, JsonWriter& w) {
   w.EndObject();
 }
 
-// The JSON, then each binary tensor's bytes, in one allocation.
 // Per-thread buffers are kept up to this size; a larger answer's buffer is released after use.
 constexpr size_t kKeptEncodeBufferBytes = 1 << 20;
 constexpr size_t kParseStackBytes = 1024;
 
+// The JSON, then each binary tensor's bytes, in one allocation.
 EncodedBody JoinBody(const rapidjson::StringBuffer& json, const std::vector<const Tensor*>& binary) {
   EncodedBody encoded;
   size_t total = json.GetSize();
@@ -312,13 +312,6 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputE
   // Reused by the thread: growing a fresh buffer cost a few reallocations per answer.
   thread_local rapidjson::StringBuffer buffer;
   buffer.Clear();
-  struct ShrinkIfLarge {
-    ~ShrinkIfLarge() {
-      if (buffer.GetSize() <= kKeptEncodeBufferBytes) return;
-      buffer.Clear();
-      buffer.ShrinkToFit();
-    }
-  } shrink_if_large;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("model_name");
@@ -339,7 +332,12 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputE
   }
   w.EndArray();
   w.EndObject();
-  return JoinBody(buffer, binary);
+  EncodedResponse encoded = JoinBody(buffer, binary);
+  if (buffer.GetSize() > kKeptEncodeBufferBytes) {
+    buffer.Clear();
+    buffer.ShrinkToFit();
+  }
+  return encoded;
 }
 
 EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
