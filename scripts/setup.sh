@@ -15,6 +15,10 @@ PACKAGES=(
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev
   libonnx-dev libdnnl-dev             # the runtime: ONNX protobuf classes, oneDNN
+  # Debian's oneDNN is built with its OpenCL GPU runtime: its CMake config (find_package(dnnl))
+  # looks for the OpenCL headers and loader and links DNNL::dnnl to OpenCL::OpenCL. libdnnl-dev
+  # only *recommends* this package, and recommends are not installed here.
+  ocl-icd-opencl-dev
   libonnx-testdata                    # ONNX backend test suite (tests/conformance)
   # end-to-end tests
   curl python3 python3-requests python3-pytest procps
