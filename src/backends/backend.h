@@ -44,6 +44,14 @@ class Model {
   virtual ~Model() = default;
   // Fills `outputs` with whole-batch tensors (dim 0 == batch_size when the model batches).
   virtual Status Execute(const ExecutionBatch& batch, std::vector<Tensor>* outputs) = 0;
+
+  // True when the model prepares itself on its first execution with each new set of input shapes
+  // (kernel tuning, memory planning: seconds for a CNN) and keeps what it prepared. The server then
+  // prepares a few batch sizes before the model serves and runs every batch through them
+  // (instances/planned_batches.h).
+  virtual bool PreparesPerShape() const { return false; }
+  // How many input shape sets the model has prepared so far. Read by the executing thread only.
+  virtual int64_t PreparedShapes() const { return 0; }
 };
 
 class Backend {

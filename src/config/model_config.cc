@@ -158,6 +158,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
     return Status::InvalidArgument(Field(file, "backend") + ": neither backend nor platform is set");
   }
   bool batching = config.max_batch_size() > 0;
+  if (auto sizes = PlannedBatchSizes(config); !sizes.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[planned_batch_sizes]") + ": " + sizes.status().message());
+  }
   if (auto labels = VersionLabels(config); !labels.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[version_labels]") + ": " + labels.status().message());
   }
@@ -288,6 +291,37 @@ StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelC
     labels[entry.substr(0, colon)] = version;
   }
   return labels;
+}
+
+StatusOr<std::vector<int64_t>> PlannedBatchSizes(const ModelConfig& config) {
+  const int64_t max_batch = config.max_batch_size();
+  std::set<int64_t, std::greater<>> sizes;
+  const std::string text = ConfigParameter(config, "planned_batch_sizes").value_or("");
+  if (text == "none" || max_batch <= 0) return std::vector<int64_t>();
+  if (text == "all") {
+    for (int64_t size = 1; size <= max_batch; ++size) sizes.insert(size);
+  } else if (text.empty()) {
+    for (int64_t size = 1; size < max_batch; size *= 2) sizes.insert(size);
+    for (int size : config.dynamic_batching().preferred_batch_size()) sizes.insert(std::clamp<int64_t>(size, 1, max_batch));
+    sizes.insert(max_batch);
+  } else {
+    std::istringstream entries(text);
+    for (std::string entry; std::getline(entries, entry, ',');) {
+      int64_t size = 0;
+      size_t used = 0;
+      try {
+        size = std::stoll(entry, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != entry.size() || size < 1 || size > max_batch) {
+        return Status::InvalidArgument("'" + entry + "' is not a batch size in [1, max_batch_size=" +
+                                       std::to_string(max_batch) + "] (the value is a list like 1,2,4,8, or all, or none)");
+      }
+      sizes.insert(size);
+    }
+  }
+  return std::vector<int64_t>(sizes.begin(), sizes.end());
 }
 
 std::optional<std::string> ConfigParameter(const ModelConfig& config, const std::string& key) {

@@ -63,6 +63,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
   for (const auto& item : batch) batch_sizes.push_back(item.batch_size);
 
   Status status;
+  int64_t prepared_shapes = 0;
   std::vector<std::vector<Tensor>> per_request;
   auto execution = AssembleInputs(batch, batching_);
   timings.input_done = clock_->Now();
@@ -71,11 +72,13 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
     status = execution.status();
   } else {
     std::vector<Tensor> outputs;
+    const int64_t shapes_before = model->PreparedShapes();
     try {  // a backend's exception stops here, at the module boundary
       status = model->Execute(*execution, &outputs);
     } catch (const std::exception& e) {
       status = Status::Internal(std::string("backend threw: ") + e.what());
     }
+    prepared_shapes = model->PreparedShapes() - shapes_before;
     timings.infer_done = clock_->Now();
     if (status.ok()) {
       auto split = SplitOutputs(std::move(outputs), batch_sizes, batching_);
@@ -87,7 +90,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
   }
   if (timings.infer_done == TimePoint{}) timings.infer_done = timings.input_done;
   timings.output_done = clock_->Now();
-  observer_({.batch_size = timings.execution_batch_size, .ok = status.ok()});
+  observer_({.batch_size = timings.execution_batch_size, .ok = status.ok(), .prepared_shapes = prepared_shapes});
   spdlog::debug("model '{}' v{}: executed {} request(s), batch {}, {} us: {}", model_name_, model_version_,
                 batch.size(), timings.execution_batch_size,
                 NanosBetween(timings.exec_start, timings.output_done) / 1000,

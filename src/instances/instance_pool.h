@@ -16,6 +16,9 @@ namespace inferd {
 struct ExecutionReport {
   int64_t batch_size = 0;
   bool ok = true;
+  // Input shape sets the execution had to prepare first (Model::PreparedShapes): 0 once the
+  // model's batch sizes were prepared at load (instances/planned_batches.h).
+  int64_t prepared_shapes = 0;
 };
 using ExecutionObserver = std::function<void(const ExecutionReport&)>;
 

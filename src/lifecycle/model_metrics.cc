@@ -10,6 +10,9 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
                     "Inferences performed: the sum of the batch sizes of successful requests.");
   registry->Declare("inferd_executions_total", Type::kCounter,
                     "Model executions; inferences / executions is the batch efficiency.");
+  registry->Declare("inferd_shape_preparations_total", Type::kCounter,
+                    "Input shapes a model had to prepare (kernel tuning, memory planning) during a request's "
+                    "execution; 0 when its batch sizes were prepared at load.");
   registry->Declare("inferd_request_duration_seconds", Type::kHistogram,
                     "End-to-end request time inside the server, queue included.");
   registry->Declare("inferd_queue_duration_seconds", Type::kHistogram,
@@ -42,6 +45,7 @@ ModelMetrics ModelMetrics::Bind(MetricsRegistry* registry, const std::string& mo
   m.failed = with_outcome("failed");
   m.inferences = registry->AddCounter("inferd_inferences_total", labels);
   m.executions = registry->AddCounter("inferd_executions_total", labels);
+  m.shape_preparations = registry->AddCounter("inferd_shape_preparations_total", labels);
   m.request_duration = registry->AddHistogram("inferd_request_duration_seconds", labels, DurationBuckets());
   m.queue_duration = registry->AddHistogram("inferd_queue_duration_seconds", labels, DurationBuckets());
   m.compute_duration = registry->AddHistogram("inferd_compute_duration_seconds", labels, DurationBuckets());

@@ -13,7 +13,7 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry);
 
 struct ModelMetrics {
   std::shared_ptr<Counter> success, rejected, timeout, cancelled, failed;
-  std::shared_ptr<Counter> inferences, executions;
+  std::shared_ptr<Counter> inferences, executions, shape_preparations;
   std::shared_ptr<Histogram> request_duration, queue_duration, compute_duration, batch_size;
   std::shared_ptr<Gauge> inflight, load_duration;
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "instances/planned_batches.h"
 #include "lifecycle/warmup.h"
 
 namespace inferd {
@@ -67,7 +68,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
   for (int i = 0; i < count; ++i) {
     auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
     if (!loaded.ok()) return loaded.status();
-    instances.push_back(std::move(loaded).value());
+    ASSIGN_OR_RETURN(std::unique_ptr<Model> prepared, PrepareBatchSizes(std::move(loaded).value(), config));
+    instances.push_back(std::move(prepared));
   }
   for (auto& instance : instances) {
     RETURN_IF_ERROR(RunWarmup(config, version_dir.parent_path(), instance.get()));
@@ -156,6 +158,7 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
 }
 
 void ModelVersion::OnExecution(const ExecutionReport& report) {
+  if (report.prepared_shapes > 0) metrics_.shape_preparations->Increment(static_cast<uint64_t>(report.prepared_shapes));
   if (!report.ok) return;
   stats_.execution_count.fetch_add(1, std::memory_order_relaxed);
   metrics_.executions->Increment();

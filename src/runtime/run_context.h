@@ -1,8 +1,13 @@
 // What the session running a kernel lends it besides inputs and outputs: the tuning settings and
-// cache (tuning.h) and the weights already reordered for oneDNN (shared by every kernel that
-// wants the same weights in the same layout). Session::Run opens a RunScope on its thread; a
-// kernel reads CurrentRunContext(). Outside a run the context is empty: tuning off, no cache.
+// cache (tuning.h), the weights already reordered for oneDNN (shared by every kernel that wants
+// the same weights in the same layout) and a scratch buffer. Session::Run opens a RunScope on its
+// thread; a kernel reads CurrentRunContext(). Outside a run the context is empty: tuning off, no
+// cache, and KernelScratch() is the thread's own.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
 
 namespace inferd::runtime {
 
@@ -12,13 +17,34 @@ namespace dnnl_kernels {
 class PackedWeightsCache;
 }
 
+// Memory a kernel needs only while it runs (a reorder between a tensor's layout and the layout
+// its oneDNN primitive wants, say). A session's kernels run one at a time, so they share one
+// buffer, as large as the largest single request: kept per kernel and per input shape, these
+// buffers made memory grow with every batch size a model saw.
+class ScratchBuffer {
+ public:
+  // At least `bytes` of 64-byte aligned memory, valid until the next call (which may move it).
+  uint8_t* Get(size_t bytes);
+  size_t capacity() const { return capacity_; }
+
+ private:
+  std::shared_ptr<uint8_t[]> memory_;
+  size_t capacity_ = 0;
+};
+
 struct RunContext {
   TuneMode tune{};
   TuningCache* tuning_cache = nullptr;
   dnnl_kernels::PackedWeightsCache* packed_weights = nullptr;
+  ScratchBuffer* scratch = nullptr;
 };
 
 const RunContext& CurrentRunContext();
+
+// The running session's scratch buffer, or this thread's outside a run. A kernel asks once per run
+// for all it needs at the same time (a later call may move what an earlier one returned), and
+// must not hold it across a call into another kernel.
+ScratchBuffer& KernelScratch();
 
 class RunScope {
  public:

@@ -179,6 +179,11 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
   std::map<std::shared_ptr<const uint8_t>, ValueId, std::owner_less<>> owners;
   std::vector<int> live_views;  // per planned buffer (its first value): values still viewing it
   if (recording) {
+    // A recording run does not use the arena: it is released meanwhile, or the arena of the
+    // largest plan so far and this run's own buffers would be resident together. So is the
+    // kernels' scratch, which grows back to what this shape needs.
+    arena_.reset();
+    scratch_ = ScratchBuffer();
     record.bytes.assign(graph_.values.size(), 0);
     record.view_of.assign(graph_.values.size(), kNoValue);
     record.plannable.assign(graph_.values.size(), false);
@@ -189,7 +194,7 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
 
   std::vector<const Tensor*> node_inputs;
   std::vector<Tensor> node_outputs;
-  const RunScope run_scope({tune_, tuning_cache_.get(), packed_weights_.get()});
+  const RunScope run_scope({tune_, tuning_cache_.get(), packed_weights_.get(), &scratch_});
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     node_inputs.clear();
@@ -241,14 +246,12 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
   }
   if (recording) {
     MemoryPlan built = BuildMemoryPlan(record);
-    if (built.report.arena_bytes > arena_size_) {
-      // The recording run's buffers are free but still resident in the allocator's pools: hand
-      // them back first, or the arena comes on top of them.
-      values.clear();
-      malloc_trim(0);
-      arena_ = AllocateBuffer(built.report.arena_bytes).memory;
-      arena_size_ = built.report.arena_bytes;
-    }
+    // One arena for every plan, as large as the largest. The recording run's buffers are free but
+    // still resident in the allocator's pools: hand them back first, or the arena comes on top.
+    values.clear();
+    malloc_trim(0);
+    arena_size_ = std::max(arena_size_, built.report.arena_bytes);
+    arena_ = AllocateBuffer(arena_size_).memory;
     plans_.emplace(std::move(input_shapes), std::move(built));
   }
   // New timings persist at once (a no-op otherwise). A folder we cannot write only costs the

@@ -73,6 +73,10 @@ class Session {
   // The kernel of node i (e.g. to ask what implementation ran last).
   const Kernel& kernel(size_t node_index) const { return *kernels_[node_index]; }
 
+  // Input shape sets this session has prepared for (kernels tuned and built, memory planned): the
+  // first run with each is the slow one.
+  size_t prepared_shapes() const { return plans_.size(); }
+
   // The memory plan used for inputs of these shapes (nullopt until a run with them has happened).
   std::optional<MemoryPlanReport> memory_plan(const std::vector<Shape>& input_shapes) const;
 
@@ -117,6 +121,7 @@ class Session {
   TuneMode tune_ = TuneMode::kFast;
   std::shared_ptr<TuningCache> tuning_cache_;  // shared by the sessions of one model file
   std::unique_ptr<dnnl_kernels::PackedWeightsCache> packed_weights_;
+  ScratchBuffer scratch_;  // lent to the kernels through the RunContext
 };
 
 }  // namespace inferd::runtime

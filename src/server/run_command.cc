@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -62,7 +63,7 @@ StatusOr<Tensor> RandomInput(const runtime::ValueInfo& info, int64_t batch, std:
   return tensor;
 }
 
-StatusOr<std::vector<Tensor>> PrepareInputs(const Session& session, const RunFlags& flags) {
+StatusOr<std::vector<Tensor>> PrepareInputs(const Session& session, const RunFlags& flags, int64_t batch) {
   std::map<std::string, std::string> files;
   for (const std::string& spec : flags.inputs) {
     size_t eq = spec.find('=');
@@ -80,7 +81,7 @@ StatusOr<std::vector<Tensor>> PrepareInputs(const Session& session, const RunFla
       inputs.push_back(std::move(tensor));
       files.erase(file);
     } else {
-      ASSIGN_OR_RETURN(Tensor tensor, RandomInput(info, flags.batch, &rng));
+      ASSIGN_OR_RETURN(Tensor tensor, RandomInput(info, batch, &rng));
       inputs.push_back(std::move(tensor));
     }
   }
@@ -189,15 +190,43 @@ double Percentile(std::vector<double> values, double p) {
   return values[std::min(index, values.size() - 1)];
 }
 
+// "1-7,16" -> {1, ..., 7, 16}; "3-1" -> {3, 2, 1}.
+StatusOr<std::vector<int64_t>> ParseBatchList(const std::string& text) {
+  std::vector<int64_t> sizes;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(begin, end - begin);
+    long long first = 0, last = 0;
+    char tail = 0;
+    const int fields = std::sscanf(item.c_str(), "%lld-%lld%c", &first, &last, &tail);
+    if (fields == 1) last = first;
+    if ((fields != 1 && fields != 2) || std::min(first, last) < 1 || std::max(first, last) > (1 << 20)) {
+      return Status::InvalidArgument("--before-batches: '" + item + "' is not a size or a range like 1-8 or 8-1");
+    }
+    const long long step = first <= last ? 1 : -1;
+    for (long long size = first; size != last + step; size += step) sizes.push_back(size);
+    begin = end + 1;
+  }
+  return sizes;
+}
+
+// A line of /proc/self/status in MB (VmHWM: the peak resident set, VmRSS: the current one).
+double ProcStatusMegabytes(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field, 0) == 0) return std::strtod(line.c_str() + std::strlen(field), nullptr) / 1024.0;  // kB
+  }
+  return 0;
+}
+
 // The process's peak resident set: VmHWM, which starts afresh at exec. getrusage's ru_maxrss does
 // not: a child starts from its parent's peak (a benchmark script that had imported numpy made
 // every engine it launched report at least the script's 100 MB).
 double PeakRssMegabytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024.0;  // kB
-  }
+  if (double peak = ProcStatusMegabytes("VmHWM:"); peak > 0) return peak;
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;
@@ -212,6 +241,8 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
   command->add_option("--batch", flags->batch, "Batch size for random inputs with a symbolic first dim")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  command->add_option("--before-batches", flags->before_batches,
+                      "Run these batch sizes once each first, in this order (e.g. 1-7,16 or 16-1), so that the report shows what they leave behind");
   command->add_option("--iterations", flags->iterations, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   command->add_option("--warmup", flags->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   command->add_option("--threads", flags->threads, "Intra-op threads (0: every core)")->check(CLI::Range(0, 4096))->capture_default_str();
@@ -239,12 +270,25 @@ int RunRun(const RunFlags& flags) {
     return 1;
   }
   const double load_ms = Milliseconds(Clock::now() - load_start);
-  auto inputs = PrepareInputs(**session, flags);
+  auto before = ParseBatchList(flags.before_batches);
+  if (!before.ok()) {
+    std::fprintf(stderr, "error: %s\n", before.status().message().c_str());
+    return 1;
+  }
+  std::vector<Tensor> outputs;
+  for (int64_t size : *before) {
+    auto other = PrepareInputs(**session, flags, size);
+    Status status = other.ok() ? (*session)->Run(*other, &outputs) : other.status();
+    if (!status.ok()) {
+      std::fprintf(stderr, "error: batch %lld: %s\n", static_cast<long long>(size), status.message().c_str());
+      return 1;
+    }
+  }
+  auto inputs = PrepareInputs(**session, flags, flags.batch);
   if (!inputs.ok()) {
     std::fprintf(stderr, "error: %s\n", inputs.status().message().c_str());
     return 1;
   }
-  std::vector<Tensor> outputs;
   std::vector<double> latencies;
   for (int i = 0; i < flags.warmup + flags.iterations; ++i) {
     if (flags.profile && i == flags.warmup) (*session)->EnableProfiling();
@@ -274,10 +318,10 @@ int RunRun(const RunFlags& flags) {
   const double arena_mb = static_cast<double>(memory.arena_bytes) / (1 << 20);
   const double intermediates_mb = static_cast<double>(memory.intermediate_bytes) / (1 << 20);
   if (flags.json) {
-    std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
+    std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"rss_mb\": %.1f, \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
                 "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"arena_mb\": %.2f, "
                 "\"intermediates_mb\": %.2f, \"outputs\": [",
-                JsonEscaped(flags.model).c_str(), PeakRssMegabytes(), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
+                JsonEscaped(flags.model).c_str(), PeakRssMegabytes(), ProcStatusMegabytes("VmRSS:"), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
                 throughput, arena_mb, intermediates_mb);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
@@ -293,6 +337,7 @@ int RunRun(const RunFlags& flags) {
                 static_cast<long long>(batch), latencies.size(), flags.warmup, p50, p90, p99, throughput);
     std::printf("memory plan: %.1f MB arena for %.1f MB of intermediates (%d values, %d written over an input)\n",
                 arena_mb, intermediates_mb, memory.planned_values, memory.reused_buffers);
+    std::printf("resident memory: %.1f MB now, %.1f MB at the peak\n", ProcStatusMegabytes("VmRSS:"), PeakRssMegabytes());
     for (const Tensor& output : outputs) {
       std::printf("output %s: %s %s\n", output.name.c_str(), std::string(DataTypeName(output.dtype)).c_str(),
                   ShapeToString(output.shape).c_str());

@@ -17,6 +17,9 @@ struct RunFlags {
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir;
   int64_t batch = 1;
+  // Batch sizes run once each (random inputs) before the runs at `batch`: what they leave behind
+  // (plans, tuning, buffers) shows in the reported memory.
+  std::string before_batches;  // "1-7,16"
   int iterations = 10;
   int warmup = 2;
   int threads = 0;

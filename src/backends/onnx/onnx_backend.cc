@@ -91,6 +91,9 @@ class OnnxModel final : public Model {
     return Status::Ok();
   }
 
+  bool PreparesPerShape() const override { return true; }
+  int64_t PreparedShapes() const override { return static_cast<int64_t>(session_->prepared_shapes()); }
+
  private:
   std::unique_ptr<Session> session_;
   int threads_;

@@ -23,6 +23,21 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+void BindScratch(std::initializer_list<dnnl::memory*> memories) {
+  constexpr size_t kAlignment = 64;
+  auto rounded = [](size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; };
+  size_t total = 0;
+  for (const dnnl::memory* memory : memories) {
+    if (*memory) total += rounded(memory->get_desc().get_size());
+  }
+  uint8_t* scratch = KernelScratch().Get(total);
+  for (dnnl::memory* memory : memories) {
+    if (!*memory) continue;
+    memory->set_data_handle(scratch);
+    scratch += rounded(memory->get_desc().get_size());
+  }
+}
+
 void PackedWeightsCache::AddConstant(const std::shared_ptr<const uint8_t>& data) {
   if (data != nullptr) constants_[data.get()] = data;
 }

@@ -4,6 +4,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +30,14 @@ dnnl::memory::dims ToDims(const Shape& shape);
 inline dnnl::memory Wrap(const dnnl::memory::desc& desc, const void* data) {
   return dnnl::memory(desc, Engine(), const_cast<void*>(data));
 }
+
+// A memory of `desc` with no buffer of its own: BindScratch gives it one for a run.
+inline dnnl::memory ScratchMemory(const dnnl::memory::desc& desc) { return dnnl::memory(desc, Engine(), DNNL_MEMORY_NONE); }
+
+// Points each non-empty memory at its own part of the kernel scratch buffer (run_context.h), valid
+// until the kernel returns. Buffers a kernel needs only while it runs live there, not in the
+// kernel: kept per kernel and per shape they made memory grow with every batch size seen.
+void BindScratch(std::initializer_list<dnnl::memory*> memories);
 
 // Runs fn, turning a dnnl::error (or any std::exception) into an Internal status.
 template <typename Fn>

@@ -80,6 +80,7 @@ class DnnlConv final : public Kernel {
         plan->candidates.clear();
         plan->candidates.push_back(std::move(winner));
         plan->chosen = 0;
+        SettleWeightsForm(plan->candidates[0]);
         DropUnusedWinogradWeights();
       }
       Candidate& chosen = plan->candidates[plan->chosen];
@@ -151,6 +152,7 @@ class DnnlConv final : public Kernel {
                               residual ? residual->values<float>().data() : nullptr, dst);
     }
     c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights);
+    BindScratch({&c->primitive_src, &c->primitive_dst});
     dnnl::stream& stream = ThreadStream();
     dnnl::memory src = Wrap(plan->src_desc, x.data.get());
     dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
@@ -189,6 +191,12 @@ class DnnlConv final : public Kernel {
       entry.source = w.data;
     }
     return &entry.transformed;
+  }
+
+  void SettleWeightsForm(const Candidate& chosen) {
+    if (weights_form_) return;
+    weights_form_ = chosen.winograd ? WeightsForm{.winograd_tile = chosen.winograd->tile(), .layout = {}}
+                                    : WeightsForm{.winograd_tile = 0, .layout = chosen.weights_desc};
   }
 
   // After a tuning: drops the transformed weights of tile sizes no plan chose.
@@ -251,12 +259,13 @@ class DnnlConv final : public Kernel {
     plan->plain_weights_desc = PlainDesc(weight_dims);
     dnnl::memory::desc any_weights(weight_dims, dnnl::memory::data_type::f32, tag::any);
     plan->bias_desc = PlainDesc({filters});
-    auto make_desc = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
+    auto make_desc = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                         const dnnl::memory::desc& weights) {
       return has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                        dnnl::algorithm::convolution_direct, src, any_weights,
+                                                        dnnl::algorithm::convolution_direct, src, weights,
                                                         plan->bias_desc, dst, strides, dilations, pad_l, pad_r)
                       : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                        dnnl::algorithm::convolution_direct, src, any_weights, dst,
+                                                        dnnl::algorithm::convolution_direct, src, weights, dst,
                                                         strides, dilations, pad_l, pad_r);
     };
     const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
@@ -273,23 +282,39 @@ class DnnlConv final : public Kernel {
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
     // Winograd reads and writes the blocked layout only, and an Add's residual in the output's.
-    const bool winograd = layouts_.input(0) && layouts_.output(0) &&
-                          (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
-                          WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
+    const bool winograd_applies =
+        layouts_.input(0) && layouts_.output(0) &&
+        (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
+        WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
+    // Once the layer's weights form is settled (WeightsForm), only candidates of that form.
+    std::vector<int> winograd_tiles;
+    if (winograd_applies && (!weights_form_ || weights_form_->winograd_tile > 0)) {
+      winograd_tiles = weights_form_ ? std::vector<int>{weights_form_->winograd_tile} : std::vector<int>{2, 4};
+    }
+    const bool onednn_allowed = !weights_form_ || weights_form_->winograd_tile == 0 || !winograd_applies;
+    const bool fixed_layout = weights_form_ && weights_form_->winograd_tile == 0;
     // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, then oneDNN's
     // implementations; the key says which numbering a cached choice uses.
-    constexpr int kWinogradTiles[] = {2, 4};
-    const int first_onednn = winograd ? 2 : 0;
-    if (winograd) plan->tuning_key += " +winograd2,4";
-    plan->default_choice = first_onednn;
+    const int first_onednn = static_cast<int>(winograd_tiles.size());
+    if (weights_form_) {
+      plan->tuning_key += " weights=" + (weights_form_->winograd_tile > 0
+                                             ? "winograd" + std::to_string(weights_form_->winograd_tile)
+                                             : LayoutName(weights_form_->layout));
+    } else if (!winograd_tiles.empty()) {
+      plan->tuning_key += " +winograd2,4";
+    }
+    plan->default_choice = onednn_allowed ? first_onednn : 0;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
     // iterator reads the op desc, which must outlive the iteration. With the choice already known
-    // (cached, or tuning off) only that one is built.
+    // (cached, or tuning off) only that one is built. The weights' layout is fixed once settled,
+    // unless no implementation takes it for this shape.
     dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
     dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
-    const auto any_desc = make_desc(src_any, dst_any);
+    const auto any_desc = make_desc(src_any, dst_any, any_weights);
+    const auto fixed_desc = fixed_layout ? make_desc(src_any, dst_any, weights_form_->layout) : any_desc;
     auto collect = [&](std::optional<int> only) {
-      dnnl::convolution_forward::primitive_desc pd(any_desc, plan->post_ops.attr, Engine(), /*allow_empty=*/true);
+      dnnl::convolution_forward::primitive_desc pd(fixed_desc, plan->post_ops.attr, Engine(), /*allow_empty=*/true);
+      if (!pd && fixed_layout) pd = dnnl::convolution_forward::primitive_desc(any_desc, plan->post_ops.attr, Engine(), true);
       for (int index = 0; pd && index < static_cast<int>(kMaxCandidates);) {
         const std::string implementation = pd.impl_info_str();
         const bool weak = implementation.rfind("ref", 0) == 0 || implementation.find("sse41") != std::string::npos;
@@ -303,9 +328,9 @@ class DnnlConv final : public Kernel {
     };
     auto build = [&](std::optional<int> only) -> Status {
       plan->candidates.clear();
-      for (int choice = 0; winograd && choice < first_onednn; ++choice) {
+      for (int choice = 0; choice < first_onednn; ++choice) {
         if (only && *only != choice) continue;
-        const int tile = kWinogradTiles[choice];
+        const int tile = winograd_tiles[static_cast<size_t>(choice)];
         ASSIGN_OR_RETURN(std::unique_ptr<WinogradConv> conv,
                          WinogradConv::Create({.batch = x_shape[0], .in_channels = x_shape[1], .out_channels = filters,
                                                .in_h = x_shape[2], .in_w = x_shape[3], .out_h = out_spatial[0],
@@ -316,20 +341,25 @@ class DnnlConv final : public Kernel {
         c.winograd = std::move(conv);
         plan->candidates.push_back(std::move(c));
       }
-      if (!only || *only >= first_onednn) collect(only ? std::optional<int>(*only - first_onednn) : std::nullopt);
+      if (onednn_allowed && (!only || *only >= first_onednn)) {
+        collect(only ? std::optional<int>(*only - first_onednn) : std::nullopt);
+      }
       return Status::Ok();
     };
-    const std::optional<int> known = KnownChoice(plan->tuning_key, first_onednn);
+    const std::optional<int> known = KnownChoice(plan->tuning_key, plan->default_choice);
     RETURN_IF_ERROR(build(known));
     if (known && plan->candidates.empty()) RETURN_IF_ERROR(build(std::nullopt));  // a stale cached index
     if (plan->candidates.empty() ||
         (!plan->candidates[0].winograd && plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
       // Only reference implementations for free layouts: the tensors' own layouts then.
       plan->candidates.clear();
-      const auto fixed_desc = make_desc(plan->src_desc, plan->dst_desc);
-      AddCandidate(dnnl::convolution_forward::primitive_desc(fixed_desc, plan->post_ops.attr, Engine()), plan);
+      const auto own_layouts = make_desc(plan->src_desc, plan->dst_desc, any_weights);
+      AddCandidate(dnnl::convolution_forward::primitive_desc(own_layouts, plan->post_ops.attr, Engine()), plan);
     }
-    if (plan->candidates.size() == 1) plan->chosen = 0;
+    if (plan->candidates.size() == 1) {
+      plan->chosen = 0;
+      SettleWeightsForm(plan->candidates[0]);
+    }
     plan->usable = true;
     return Status::Ok();
   }
@@ -342,11 +372,11 @@ class DnnlConv final : public Kernel {
     c.weights_desc = pd.weights_desc();
     c.primitive = dnnl::convolution_forward(pd);
     if (c.src_desc != plan->src_desc) {
-      c.primitive_src = dnnl::memory(c.src_desc, Engine());
+      c.primitive_src = ScratchMemory(c.src_desc);
       c.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), c.src_desc));
     }
     if (c.dst_desc != plan->dst_desc) {
-      c.primitive_dst = dnnl::memory(c.dst_desc, Engine());
+      c.primitive_dst = ScratchMemory(c.dst_desc);
       c.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), c.dst_desc, Engine(), plan->dst_desc));
     }
     if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != c.dst_desc) {
@@ -368,6 +398,14 @@ class DnnlConv final : public Kernel {
     dnnl::memory transformed;
   };
   std::map<int, TransformedWeights> winograd_weights_;  // by output tile size
+  // How the layer keeps its weights, once its first plan has chosen: Winograd's transform for a
+  // tile size, or oneDNN's layout. Plans for other shapes (batch sizes) only take candidates that
+  // use the same form, so the layer holds one transformed copy of its weights, not one per shape.
+  struct WeightsForm {
+    int winograd_tile = 0;      // > 0: Winograd
+    dnnl::memory::desc layout;  // otherwise: oneDNN's weights layout
+  };
+  std::optional<WeightsForm> weights_form_;
   std::string last_;  // empty: the fallback ran
 };
 
@@ -406,6 +444,7 @@ class DnnlConvTranspose final : public Kernel {
     return Guarded("ConvTranspose", [&]() -> Status {
       plan.weights.Update(w->data, plan.onnx_weights_desc, plan.weights_desc);
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, plan.out_shape));
+      BindScratch({&plan.primitive_src, &plan.primitive_dst});
       dnnl::stream& stream = ThreadStream();
       dnnl::memory src = Wrap(plan.src_desc, x->data.get());
       dnnl::memory tensor_dst = Wrap(plan.dst_desc, dst);
@@ -486,11 +525,11 @@ class DnnlConvTranspose final : public Kernel {
     plan->weights_desc = pd.weights_desc();
     plan->primitive = dnnl::deconvolution_forward(pd);
     if (pd.src_desc() != plan->src_desc) {
-      plan->primitive_src = dnnl::memory(pd.src_desc(), Engine());
+      plan->primitive_src = ScratchMemory(pd.src_desc());
       plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), pd.src_desc()));
     }
     if (pd.dst_desc() != plan->dst_desc) {
-      plan->primitive_dst = dnnl::memory(pd.dst_desc(), Engine());
+      plan->primitive_dst = ScratchMemory(pd.dst_desc());
       plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), pd.dst_desc(), Engine(), plan->dst_desc));
     }
     plan->usable = true;

@@ -38,6 +38,19 @@ dnnl::memory::desc BlockedDesc(const Shape& shape) {
                             ChannelBlock() == 16 ? tag::nChw16c : tag::nChw8c);
 }
 
+std::string LayoutName(const dnnl::memory::desc& desc) {
+  const dnnl_memory_desc_t& md = desc.data;
+  if (md.format_kind != dnnl_blocked) return "format_kind=" + std::to_string(static_cast<int>(md.format_kind));
+  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  std::string name = "strides=";
+  for (int d = 0; d < md.ndims; ++d) name += (d ? "," : "") + std::to_string(blocking.strides[d]);
+  name += " blocks=";
+  for (int b = 0; b < blocking.inner_nblks; ++b) {
+    name += (b ? "," : "") + std::to_string(blocking.inner_blks[b]) + "@" + std::to_string(blocking.inner_idxs[b]);
+  }
+  return name;
+}
+
 dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked) {
   return blocked ? BlockedDesc(shape) : PlainDesc(ToDims(shape));
 }

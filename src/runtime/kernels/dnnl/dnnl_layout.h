@@ -11,6 +11,7 @@
 //   _blocked_outputs ints: indices of outputs to produce in the blocked layout
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
@@ -23,6 +24,10 @@ int64_t ChannelBlock();
 // nChw{block}c for a 4-D shape.
 dnnl::memory::desc BlockedDesc(const Shape& shape);
 dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked);
+
+// A layout's name for a tuning key: its strides and inner blocks (shape-specific; "16@1,16@0" is
+// OIhw16i16o's blocks), or the kind of a non-blocked format.
+std::string LayoutName(const dnnl::memory::desc& desc);
 
 // Which of a node's inputs and outputs are blocked.
 struct Layouts {
