@@ -89,6 +89,36 @@ TEST(ModelConfigTest, VersionLabelsParseAndMalformedOnesFailTheLoad) {
   }
 }
 
+StatusOr<std::vector<int64_t>> PlannedSizes(const std::string& batching, const std::string& parameter) {
+  std::string text = "backend: \"identity\" " + batching;
+  if (!parameter.empty()) {
+    text += " parameters { key: \"planned_batch_sizes\" value: { string_value: \"" + parameter + "\" } }";
+  }
+  auto config = ParseAndValidate(text);
+  if (!config.ok()) return config.status();
+  return PlannedBatchSizes(*config);
+}
+
+TEST(ModelConfigTest, PlannedBatchSizesDefaultToPowersOfTwoPreferredAndMaxLargestFirst) {
+  using Sizes = std::vector<int64_t>;
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 32", ""), (Sizes{32, 16, 8, 4, 2, 1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 12 dynamic_batching { preferred_batch_size: [ 6, 12 ] }", ""),
+            (Sizes{12, 8, 6, 4, 2, 1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 1", ""), (Sizes{1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 0", ""), Sizes{});  // not batching: nothing to plan
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 4", "all"), (Sizes{4, 3, 2, 1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 4", "none"), Sizes{});
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 8", "1,3,8,3"), (Sizes{8, 3, 1}));
+}
+
+TEST(ModelConfigTest, MalformedPlannedBatchSizesFailTheLoadNamingTheParameter) {
+  for (const char* bad : {"0", "9", "1,,2", "two", "2x", "-1"}) {
+    auto sizes = PlannedSizes("max_batch_size: 8", bad);
+    ASSERT_FALSE(sizes.ok()) << bad;
+    EXPECT_NE(sizes.status().message().find("planned_batch_sizes"), std::string::npos) << sizes.status().message();
+  }
+}
+
 TEST(ModelConfigTest, RejectsPreferredSizeAboveMax) {
   EXPECT_FALSE(
       ParseAndValidate("backend: \"identity\" max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }")

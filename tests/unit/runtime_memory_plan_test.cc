@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/run_context.h"
 #include "runtime/session.h"
 #include "runtime_test_util.h"
 
@@ -166,6 +169,29 @@ TEST(MemoryPlanTest, ComputedWeightsInTheArenaAreNotMistakenForLastRunsWeights) 
       ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-3) << "run " << seed;
     }
   }
+}
+
+// Kernels' temporary buffers (a reorder's source and destination) live in one scratch buffer per
+// session, as large as the largest request: kept per kernel and shape, they grew with every batch
+// size a model ran.
+TEST(ScratchTest, OneBufferAsLargeAsTheLargestRequestWithDisjointAlignedParts) {
+  ScratchBuffer scratch;
+  const RunScope scope({.scratch = &scratch});
+  EXPECT_EQ(&KernelScratch(), &scratch);
+  dnnl::memory a = dnnl_kernels::ScratchMemory(dnnl_kernels::PlainDesc({10}));
+  dnnl::memory b = dnnl_kernels::ScratchMemory(dnnl_kernels::PlainDesc({3, 7}));
+  dnnl::memory unused;
+  dnnl_kernels::BindScratch({&a, &unused, &b});
+  const auto* first = static_cast<uint8_t*>(a.get_data_handle());
+  const auto* second = static_cast<uint8_t*>(b.get_data_handle());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  EXPECT_EQ(second - first, 64);  // 40 bytes, rounded up to the alignment
+  EXPECT_EQ(scratch.capacity(), 64u + 128u);  // each part rounded up to the alignment
+  dnnl_kernels::BindScratch({&a});  // a smaller request reuses the buffer
+  EXPECT_EQ(a.get_data_handle(), static_cast<const void*>(first));
+  EXPECT_EQ(scratch.capacity(), 64u + 128u);  // each part rounded up to the alignment
+  std::memset(scratch.Get(1000), 1, 1000);  // grows (ASan checks the bound)
+  EXPECT_EQ(scratch.capacity(), 1000u);
 }
 
 }  // namespace

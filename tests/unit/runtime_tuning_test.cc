@@ -159,6 +159,66 @@ TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
   std::filesystem::remove_all(dir);
 }
 
+std::vector<std::string> ConvImplementations(const Session& session) {
+  std::vector<std::string> implementations;
+  for (size_t n = 0; n < session.graph().nodes.size(); ++n) {
+    if (session.graph().nodes[n].op_type == "Conv") implementations.push_back(session.kernel(n).Implementation());
+  }
+  return implementations;
+}
+
+// The cache lines of a Winograd-eligible convolution at `batch`, with `choice` in place of the
+// timed one (cache files from sessions that ran only that batch size).
+std::string ForcedLines(const std::string& timed, int64_t batch, int choice) {
+  std::istringstream lines(timed);
+  std::string kept;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("#", 0) == 0 || line.find("x=[" + std::to_string(batch) + ",") == std::string::npos) continue;
+    kept += std::regex_replace(line, std::regex("(\\+winograd2,4\t)\\d+"), "$01" + std::to_string(choice)) + "\n";
+  }
+  return kept;
+}
+
+// A layer keeps the weights form its first shape chose (Winograd's transform for one tile size, or
+// oneDNN's layout) at every other batch size, even where a cached choice for that size alone says
+// otherwise: memory holds one transformed copy of a layer's weights, not one per batch size.
+TEST(TuningTest, ALayerKeepsTheWeightsFormOfItsFirstShapeAtOtherBatchSizes) {
+  if (!dnnl_kernels::WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_forms_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Graph graph = ConvChain();
+  const Tensor first = Random({2, 16, 9, 9}, 5), other = Random({5, 16, 9, 9}, 6);
+  std::string header, timed[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::filesystem::path file = dir / ("timed" + std::to_string(i));
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = file, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    std::vector<Tensor> inputs{i == 0 ? first : other}, outputs;
+    ASSERT_TRUE((*session)->Run(inputs, &outputs).ok());
+    std::stringstream text;
+    text << std::ifstream(file).rdbuf();
+    timed[i] = text.str();
+    header = timed[i].substr(0, timed[i].find('\n') + 1);
+  }
+  // {first shape's choice, the other shape's cached choice}: 1 = Winograd F(4x4), 2 = oneDNN.
+  for (auto [first_choice, other_choice] : {std::pair{1, 2}, std::pair{2, 1}}) {
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(first_choice));
+    std::ofstream(forced) << header << ForcedLines(timed[0], 2, first_choice) << ForcedLines(timed[1], 5, other_choice);
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectMatchesReference(**session, graph, first);
+    const std::vector<std::string> chosen = ConvImplementations(**session);
+    EXPECT_EQ(WinogradConvs(**session), first_choice == 1 ? 2 : 0);
+    ExpectMatchesReference(**session, graph, other);
+    if (first_choice == 1) {
+      EXPECT_EQ(ConvImplementations(**session), chosen);  // the same tile size
+    } else {
+      EXPECT_EQ(WinogradConvs(**session), 0);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TuningTest, ChooseFastestUsesTheCacheAndSkipsFailingCandidates) {
   TuningCache cache;
   const RunScope scope({TuneMode::kFast, &cache, nullptr});
