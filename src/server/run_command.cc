@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <cstdio>
@@ -198,11 +199,16 @@ StatusOr<std::vector<int64_t>> ParseBatchList(const std::string& text) {
     size_t end = text.find(',', begin);
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(begin, end - begin);
+    const char* const item_end = item.data() + item.size();
     long long first = 0, last = 0;
-    char tail = 0;
-    const int fields = std::sscanf(item.c_str(), "%lld-%lld%c", &first, &last, &tail);
-    if (fields == 1) last = first;
-    if ((fields != 1 && fields != 2) || std::min(first, last) < 1 || std::max(first, last) > (1 << 20)) {
+    auto [dash, parsed] = std::from_chars(item.data(), item_end, first);
+    bool valid = parsed == std::errc() && dash != item.data();
+    last = first;
+    if (valid && dash != item_end) {
+      const auto [rest, parsed_last] = std::from_chars(dash + 1, item_end, last);
+      valid = *dash == '-' && parsed_last == std::errc() && rest == item_end && rest != dash + 1;
+    }
+    if (!valid || std::min(first, last) < 1 || std::max(first, last) > (1 << 20)) {
       return Status::InvalidArgument("--before-batches: '" + item + "' is not a size or a range like 1-8 or 8-1");
     }
     const long long step = first <= last ? 1 : -1;
