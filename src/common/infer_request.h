@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,14 @@ struct InferResponse {
 };
 
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;
+
+// A request that passed validation (core/request_validation) and may queue: its inputs in config
+// order with `reshape` applied, its batch size, and the key of the requests it may share a batch
+// with.
+struct ValidatedRequest {
+  std::unique_ptr<InferRequest> request;
+  int64_t batch_size = 1;
+  uint64_t shape_key = 0;
+};
 
 }  // namespace inferd

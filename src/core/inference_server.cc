@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "backends/backend.h"
 #include "core/request_validation.h"
+#include "lifecycle/model_manager.h"
 #include "lifecycle/model_metrics.h"
 #include "metrics/process_metrics.h"
 
@@ -15,8 +17,9 @@ constexpr size_t kMaxLifecycleTasks = 64;
 
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
-      backends_(BackendRegistry::WithBuiltins()),
-      models_({options_.repositories, options_.threads}, &backends_, &metrics_, &clock_) {
+      backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
+      models_(std::make_unique<ModelManager>(ModelManager::Options{options_.repositories, options_.threads},
+                                             backends_.get(), &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterProcessMetrics(&metrics_);
   lifecycle_thread_ = std::thread([this] { RunLifecycleTasks(); });
@@ -32,7 +35,7 @@ void InferenceServer::Shutdown() {
   }
   tasks_cv_.NotifyAll();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
-  models_.UnloadAll();
+  models_->UnloadAll();
 }
 
 Status InferenceServer::Start() {
@@ -42,21 +45,44 @@ Status InferenceServer::Start() {
     }
   }
   if (options_.control_mode == ModelControlMode::kNone) {
-    models_.LoadAll();
+    models_->LoadAll();
   } else {
+    models_->ScanNames();
     for (const auto& name : options_.startup_models) {
-      Status status = models_.Load(name);
+      Status status = models_->Load(name);
       if (!status.ok()) spdlog::error("startup model '{}': {}", name, status.message());
     }
   }
   return Status::Ok();
 }
 
-bool InferenceServer::IsReady() const { return !draining_.load() && models_.AllReady(); }
+bool InferenceServer::IsReady() const {
+  return !draining_.load() && (!options_.strict_readiness || models_->AllReady());
+}
 
-StatusOr<std::shared_ptr<ModelVersion>> InferenceServer::FindModel(std::string_view name,
-                                                                   int64_t version) const {
-  return models_.Find(name, version);
+ModelReadiness InferenceServer::ModelStateOf(std::string_view name, int64_t version) const {
+  return models_->State(name, version);
+}
+
+std::vector<IndexEntry> InferenceServer::ModelEntries(std::string_view name) const { return models_->Entries(name); }
+
+std::vector<IndexEntry> InferenceServer::RepositoryIndex() const { return models_->Index(); }
+
+StatusOr<ModelView> InferenceServer::FindModel(std::string_view name, int64_t version) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> model, models_->Find(name, version));
+  return ModelView(std::move(model));
+}
+
+namespace {
+std::vector<ModelView> Views(const std::vector<std::shared_ptr<ModelVersion>>& models) {
+  return std::vector<ModelView>(models.begin(), models.end());
+}
+}  // namespace
+
+std::vector<ModelView> InferenceServer::LoadedModels() const { return Views(models_->AllLoaded()); }
+
+std::vector<ModelView> InferenceServer::LoadedVersions(std::string_view name) const {
+  return Views(models_->LoadedVersions(name));
 }
 
 void InferenceServer::FinishRequest() {
@@ -75,7 +101,7 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
     FinishRequest();
   };
   if (draining_.load()) return finish(Status::Unavailable("server is shutting down"));
-  auto model = models_.Find(request->model_name, request->model_version);
+  auto model = models_->Find(request->model_name, request->model_version);
   if (!model.ok()) return finish(model.status());
   auto validated = ValidateRequest((*model)->config(), std::move(request));
   if (!validated.ok()) return finish(validated.status());
@@ -120,15 +146,15 @@ void InferenceServer::PostModelControl(std::function<Status()> operation, std::f
 }
 
 void InferenceServer::LoadModelAsync(std::string name, std::function<void(Status)> done) {
-  PostModelControl([this, name = std::move(name)] { return models_.Load(name); }, std::move(done));
+  PostModelControl([this, name = std::move(name)] { return models_->Load(name); }, std::move(done));
 }
 
 void InferenceServer::UnloadModelAsync(std::string name, std::function<void(Status)> done) {
-  PostModelControl([this, name = std::move(name)] { return models_.Unload(name); }, std::move(done));
+  PostModelControl([this, name = std::move(name)] { return models_->Unload(name); }, std::move(done));
 }
 
 void InferenceServer::CancelQueued() {
-  for (auto& model : models_.AllLoaded()) model->CancelQueued();
+  for (auto& model : models_->AllLoaded()) model->CancelQueued();
 }
 
 void InferenceServer::BeginDrain() { draining_.store(true); }

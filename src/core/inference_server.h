@@ -12,13 +12,17 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.h"
+#include "common/clock.h"
 #include "common/infer_request.h"
 #include "common/mutex.h"
-#include "lifecycle/model_manager.h"
+#include "core/model_view.h"
+#include "lifecycle/model_state.h"
 #include "metrics/metrics_registry.h"
 
 namespace inferd {
+
+class BackendRegistry;
+class ModelManager;
 
 enum class ModelControlMode { kNone, kExplicit };
 
@@ -27,6 +31,9 @@ struct ServerOptions {
   ModelControlMode control_mode = ModelControlMode::kNone;
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
   int threads = 1;
+  // Triton's --strict-readiness: the server is ready only when every model that should be loaded
+  // is ready. Off: ready once it is up and not draining, whatever the models.
+  bool strict_readiness = true;
 };
 
 class InferenceServer {
@@ -41,13 +48,22 @@ class InferenceServer {
   void InferAsync(std::unique_ptr<InferRequest> request, InferCallback done);
 
   bool IsLive() const { return true; }
+  // The server's readiness for /v2/health/ready, gRPC ServerReady and grpc.health.v1's "": not
+  // draining, and (strict readiness) every model that should be loaded is ready.
   bool IsReady() const;
-  StatusOr<std::shared_ptr<ModelVersion>> FindModel(std::string_view name, int64_t version) const;
-  std::vector<std::shared_ptr<ModelVersion>> LoadedModels() const { return models_.AllLoaded(); }
-  std::vector<std::shared_ptr<ModelVersion>> LoadedVersions(std::string_view name) const {
-    return models_.LoadedVersions(name);
-  }
-  std::vector<IndexEntry> RepositoryIndex() const { return models_.Index(); }
+  // One model version's state (version 0: the newest), from memory: what readiness probes and
+  // status calls ask. Never reads the repository on disk.
+  ModelReadiness ModelStateOf(std::string_view name, int64_t version) const;
+  // One model's versions and their states, from memory (empty for an unknown name).
+  std::vector<IndexEntry> ModelEntries(std::string_view name) const;
+  // A loaded version (0: the newest), or NOT_FOUND.
+  StatusOr<ModelView> FindModel(std::string_view name, int64_t version) const;
+  std::vector<ModelView> LoadedModels() const;
+  // The loaded versions of one model, ascending (empty when none).
+  std::vector<ModelView> LoadedVersions(std::string_view name) const;
+  // Every model in the repositories with its state: lists the repository folders on disk, for
+  // the repository index API only.
+  std::vector<IndexEntry> RepositoryIndex() const;
   ModelControlMode control_mode() const { return options_.control_mode; }
 
   // Load and unload run on the lifecycle thread; `done` is called there.
@@ -78,8 +94,8 @@ class InferenceServer {
   const ServerOptions options_;
   RealClock clock_;
   MetricsRegistry metrics_;
-  BackendRegistry backends_;
-  ModelManager models_;
+  std::unique_ptr<BackendRegistry> backends_;
+  std::unique_ptr<ModelManager> models_;
 
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> inflight_{0};

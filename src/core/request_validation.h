@@ -7,7 +7,6 @@
 
 #include "common/infer_request.h"
 #include "config/model_config.h"
-#include "lifecycle/model_version.h"
 
 namespace inferd {
 

@@ -18,7 +18,11 @@ ModelManager::~ModelManager() { UnloadAll(); }
 
 void ModelManager::LoadAll() {
   MutexLock lock(&write_mu_);
-  for (const auto& [name, source] : ScanRepositories(options_.repositories)) {
+  const std::map<std::string, ModelSource> sources = ScanRepositories(options_.repositories);
+  std::vector<std::string> names;
+  for (const auto& [name, source] : sources) names.push_back(name);
+  RememberNames(names);
+  for (const auto& [name, source] : sources) {
     Status status = LoadLocked(source);
     if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   }
@@ -28,6 +32,9 @@ Status ModelManager::Load(const std::string& name) {
   MutexLock lock(&write_mu_);
   // Only this model's config is read, not every model's.
   auto folders = ListModelFolders(options_.repositories);
+  std::vector<std::string> names;
+  for (const auto& [folder_name, paths] : folders) names.push_back(folder_name);
+  RememberNames(names);
   auto it = folders.find(name);
   if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
   Status status = LoadLocked(ReadModelSource(name, it->second));
@@ -196,37 +203,71 @@ std::vector<std::shared_ptr<ModelVersion>> ModelManager::LoadedVersions(std::str
   return versions;
 }
 
-std::vector<IndexEntry> ModelManager::Index() const {
-  std::shared_ptr<const ServingTable> table = snapshot_.load();
-  std::map<std::string, ModelRecord> records;
-  {
-    MutexLock lock(&index_mu_);
-    records = index_records_;
-  }
+void ModelManager::ScanNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, folders] : ListModelFolders(options_.repositories)) names.push_back(name);
+  RememberNames(names);
+}
+
+void ModelManager::RememberNames(const std::vector<std::string>& names) const {
+  MutexLock lock(&index_mu_);
+  repository_names_ = std::set<std::string, std::less<>>(names.begin(), names.end());
+}
+
+std::vector<IndexEntry> ModelManager::EntriesLocked(std::string_view name, const ServingTable& table) const {
   std::vector<IndexEntry> entries;
-  for (const auto& [name, folders] : ListModelFolders(options_.repositories)) {
-    auto record = records.find(name);
-    auto serving = table->find(name);
-    bool listed = false;
-    if (serving != table->end()) {
-      for (const auto& [version, model] : serving->second) {
-        entries.push_back({name, version, "READY", ""});
-        listed = true;
-      }
+  if (auto serving = table.find(name); serving != table.end()) {
+    for (const auto& [version, model] : serving->second) entries.push_back({std::string(name), version, ModelState::kReady, ""});
+  }
+  if (auto record = index_records_.find(name); record != index_records_.end()) {
+    for (const auto& [version, reason] : record->second.failed_versions) {
+      entries.push_back({std::string(name), version, ModelState::kUnavailable, reason});
     }
-    if (record != records.end()) {
-      for (const auto& [version, reason] : record->second.failed_versions) {
-        entries.push_back({name, version, "UNAVAILABLE", reason});
-        listed = true;
-      }
-      if (!record->second.error.ok()) {
-        entries.push_back({name, 0, "UNAVAILABLE", record->second.error.message()});
-        listed = true;
-      }
+    if (!record->second.error.ok()) {
+      entries.push_back({std::string(name), 0, ModelState::kUnavailable, record->second.error.message()});
     }
-    if (!listed) entries.push_back({name, 0, "", ""});
+  }
+  if (entries.empty() && repository_names_.contains(name)) {
+    entries.push_back({std::string(name), 0, ModelState::kNotLoaded, ""});
   }
   return entries;
+}
+
+std::vector<IndexEntry> ModelManager::Entries(std::string_view name) const {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  MutexLock lock(&index_mu_);
+  return EntriesLocked(name, *table);
+}
+
+std::vector<IndexEntry> ModelManager::Index() const {
+  std::vector<std::string> names;
+  for (const auto& [name, folders] : ListModelFolders(options_.repositories)) names.push_back(name);
+  RememberNames(names);
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  MutexLock lock(&index_mu_);
+  std::vector<IndexEntry> entries;
+  for (const std::string& name : names) {
+    for (IndexEntry& entry : EntriesLocked(name, *table)) entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+ModelReadiness ModelManager::State(std::string_view name, int64_t version) const {
+  const std::string label = "model '" + std::string(name) + "'";
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  if (auto serving = table->find(name); serving != table->end()) {
+    if (version == 0 || serving->second.contains(version)) return {ModelState::kReady, ""};
+  }
+  MutexLock lock(&index_mu_);
+  const std::vector<IndexEntry> entries = EntriesLocked(name, *table);
+  for (const IndexEntry& entry : entries) {
+    // A failed version, or the model as a whole (not loaded, or its config broken).
+    if (version == 0 || entry.version == version || entry.version == 0) {
+      return {entry.state, entry.reason.empty() ? label + " is not loaded" : entry.reason};
+    }
+  }
+  if (entries.empty()) return {ModelState::kUnknown, "unknown " + label};
+  return {ModelState::kUnknown, label + " has no version " + std::to_string(version)};
 }
 
 bool ModelManager::AllReady() const {

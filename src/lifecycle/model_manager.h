@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,16 +18,10 @@
 #include "backends/backend.h"
 #include "common/mutex.h"
 #include "lifecycle/model_repository.h"
+#include "lifecycle/model_state.h"
 #include "lifecycle/model_version.h"
 
 namespace inferd {
-
-struct IndexEntry {
-  std::string name;
-  int64_t version = 0;  // 0: the model as a whole (not loaded, or its config is broken)
-  std::string state;    // READY, UNAVAILABLE, or empty when never loaded
-  std::string reason;
-};
 
 class ModelManager {
  public:
@@ -46,12 +41,24 @@ class ModelManager {
   Status Unload(const std::string& name);
   void UnloadAll();
 
+  // Lists the repositories' model folders (no config is read), so that State() knows the models
+  // that are not loaded (explicit control mode).
+  void ScanNames();
+
   // version 0: the newest loaded version.
   StatusOr<std::shared_ptr<ModelVersion>> Find(std::string_view name, int64_t version) const;
   std::vector<std::shared_ptr<ModelVersion>> AllLoaded() const;
   // The loaded versions of one model, ascending (empty when none).
   std::vector<std::shared_ptr<ModelVersion>> LoadedVersions(std::string_view name) const;
+  // Every model in the repositories (listed on disk) with its versions' states: the repository
+  // index API. Refreshes the names State() knows.
   std::vector<IndexEntry> Index() const;
+  // The state of one version (0: the model's newest), from memory only: health probes ask this
+  // every few seconds and must not touch the disk. Known names are those of the last scan
+  // (start, load, unload, index) and of every model loaded or tried.
+  ModelReadiness State(std::string_view name, int64_t version) const;
+  // One model's index entries, from memory only (empty when the name is unknown).
+  std::vector<IndexEntry> Entries(std::string_view name) const;
   bool AllReady() const;
 
  private:
@@ -73,6 +80,8 @@ class ModelManager {
   Status FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error)
       REQUIRES(write_mu_);
   int IntraOpThreads(const ModelConfig& config) const;
+  void RememberNames(const std::vector<std::string>& names) const;
+  std::vector<IndexEntry> EntriesLocked(std::string_view name, const ServingTable& table) const REQUIRES(index_mu_);
 
   const Options options_;
   BackendRegistry* backends_;
@@ -80,12 +89,14 @@ class ModelManager {
   const Clock* clock_;
 
   Mutex write_mu_;  // serialises loads and unloads
-  std::map<std::string, ModelRecord> records_ GUARDED_BY(write_mu_);
+  std::map<std::string, ModelRecord, std::less<>> records_ GUARDED_BY(write_mu_);
   ServingTable table_ GUARDED_BY(write_mu_);  // the latest published copy
   std::atomic<std::shared_ptr<const ServingTable>> snapshot_;
   // A copy of records_ for readers, so Index() never waits behind a slow load.
   mutable Mutex index_mu_;
-  std::map<std::string, ModelRecord> index_records_ GUARDED_BY(index_mu_);
+  std::map<std::string, ModelRecord, std::less<>> index_records_ GUARDED_BY(index_mu_);
+  // Model names in the repositories at the last scan.
+  mutable std::set<std::string, std::less<>> repository_names_ GUARDED_BY(index_mu_);
 };
 
 }  // namespace inferd

@@ -21,13 +21,6 @@
 
 namespace inferd {
 
-// A request that passed validation (core/request_validation) and is ready to queue.
-struct ValidatedRequest {
-  std::unique_ptr<InferRequest> request;
-  int64_t batch_size = 1;
-  uint64_t shape_key = 0;
-};
-
 class ModelVersion {
  public:
   struct LoadContext {
@@ -42,8 +35,9 @@ class ModelVersion {
                                                       const LoadContext& context);
   ~ModelVersion();
 
-  // Queues the request; on success `done` will be called exactly once. On failure the caller keeps
-  // the request and answers it itself (the failure is already counted).
+  // Queues the request; on success `done` will be called exactly once. On failure (queue full,
+  // stopped) the request and this `done` are released without a call: the caller answers through
+  // its own copy of the callback with the returned status (the failure is already counted).
   Status Enqueue(ValidatedRequest validated, InferCallback done);
 
   // Stops taking requests and waits until queued and running work is finished.

@@ -95,6 +95,13 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->add_option("--load-model", flags->load_models,
                    "In explicit mode, a model to load at start; repeatable")
       ->envname("INFERD_LOAD_MODEL");
+  command
+      ->add_option("--strict-readiness", flags->strict_readiness,
+                   "true: the server is ready only when every model that should be loaded is ready; false: "
+                   "ready once it is up and not draining, even if a model failed to load (/v2/health/ready, "
+                   "gRPC ServerReady and grpc.health.v1 for service \"\")")
+      ->capture_default_str()
+      ->envname("INFERD_STRICT_READINESS");
   command->add_option("--http-address", flags->http_address, "Address the HTTP and metrics ports bind to")
       ->capture_default_str()
       ->envname("INFERD_HTTP_ADDRESS");
@@ -149,6 +156,7 @@ int RunServe(const ServeFlags& flags) {
   options.control_mode =
       flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit : ModelControlMode::kNone;
   options.startup_models = flags.load_models;
+  options.strict_readiness = flags.strict_readiness;
   options.threads =
       flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 

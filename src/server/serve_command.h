@@ -15,6 +15,7 @@ struct ServeFlags {
   std::vector<std::string> model_repositories;
   std::string model_control_mode = "none";
   std::vector<std::string> load_models;
+  bool strict_readiness = true;
   std::string http_address = "0.0.0.0";
   uint16_t http_port = 8000;
   uint16_t metrics_port = 8002;

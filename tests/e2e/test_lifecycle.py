@@ -104,3 +104,44 @@ def test_exit_timeout_cancels_what_is_still_queued(fresh_server, tmp_path):
     assert len(codes) == 6  # every client got an answer
     assert 200 in codes and 503 in codes, codes
     assert "cancelling queued" in server.logs()
+
+
+def test_strict_readiness_decides_server_readiness_on_every_surface(fresh_server, grpc_stubs, tmp_path):
+    """A model that fails to load keeps the server not ready by default (Triton's --strict-readiness
+    true); with false the server is ready once up, and the broken model alone reports not ready."""
+    import grpc
+    pb, services, health, health_services = grpc_stubs
+    repo = write_repository(tmp_path, {"good": (IDENTITY, [1]), "broken": (IDENTITY + "\nshiny: true\n", [1])})
+    for strict, ready in (("true", False), ("false", True)):
+        server = fresh_server("--strict-readiness", strict, repo=repo)
+        channel = grpc.insecure_channel(server.grpc_target)
+        http_ready = requests.get(server.url + "/v2/health/ready")
+        assert http_ready.status_code == (200 if ready else 503), strict
+        assert http_ready.json() == {"ready": ready}
+        assert services.GRPCInferenceServiceStub(channel).ServerReady(pb.ServerReadyRequest()).ready == ready
+        status = health_services.HealthStub(channel).Check(health.HealthCheckRequest()).status
+        assert status == (health.HealthCheckResponse.SERVING if ready else health.HealthCheckResponse.NOT_SERVING)
+        # The models' own readiness does not depend on the flag.
+        assert requests.get(server.url + "/v2/models/good/ready").status_code == 200
+        assert requests.get(server.url + "/v2/models/broken/ready").status_code == 503
+        assert server.infer("good", ONE).status_code == 200
+        channel.close()
+        assert server.stop() == 0
+
+
+def test_model_readiness_is_answered_from_memory(fresh_server, tmp_path):
+    """Probes never list the repository: with its folder gone, every model keeps its answer."""
+    import shutil
+    repo = write_repository(tmp_path / "repo", {"good": (IDENTITY, [1]), "broken": (IDENTITY + "\nshiny: true\n", [1]),
+                                                "idle": (IDENTITY, [1])})
+    server = fresh_server("--model-control-mode", "explicit", "--load-model", "good", "--load-model", "broken",
+                          repo=repo)
+    shutil.rmtree(repo)
+    assert requests.get(server.url + "/v2/models/good/ready").status_code == 200
+    broken = requests.get(server.url + "/v2/models/broken/ready")
+    assert broken.status_code == 503 and "shiny" in broken.json()["error"]
+    idle = requests.get(server.url + "/v2/models/idle/ready")
+    assert idle.status_code == 503 and "not loaded" in idle.json()["error"]
+    assert requests.get(server.url + "/v2/models/nope/ready").status_code == 404
+    assert requests.get(server.url + "/v1/models/good").json()["model_version_status"][0]["state"] == "AVAILABLE"
+    assert requests.get(server.url + "/v1/models/nope").status_code == 404

@@ -53,6 +53,34 @@ TEST_F(ModelManagerTest, LoadsLatestVersionByDefault) {
   EXPECT_EQ(manager->Find("nope", 0).status().code(), StatusCode::kNotFound);
 }
 
+// Readiness probes ask State() every few seconds: it answers from memory, so it answers the same
+// with the repository gone from disk.
+TEST_F(ModelManagerTest, StateComesFromMemoryNotFromTheRepository) {
+  AddModel("good", kIdentity, {1, 2});
+  AddModel("broken", "backend: \"identity\" what: 1", {1});
+  AddModel("idle", kIdentity, {1});
+  auto manager = Manager();
+  manager->ScanNames();
+  ASSERT_TRUE(manager->Load("good").ok());
+  ASSERT_FALSE(manager->Load("broken").ok());
+  fs::remove_all(repo_);
+  EXPECT_EQ(manager->State("good", 0).state, ModelState::kReady);
+  EXPECT_EQ(manager->State("good", 2).state, ModelState::kReady);
+  const ModelReadiness missing_version = manager->State("good", 7);
+  EXPECT_EQ(missing_version.state, ModelState::kUnknown);
+  EXPECT_NE(missing_version.reason.find("no version 7"), std::string::npos) << missing_version.reason;
+  const ModelReadiness broken = manager->State("broken", 0);
+  EXPECT_EQ(broken.state, ModelState::kUnavailable);
+  EXPECT_NE(broken.reason.find("what"), std::string::npos) << broken.reason;
+  EXPECT_EQ(manager->State("broken", 1).state, ModelState::kUnavailable);
+  EXPECT_EQ(manager->State("idle", 0).state, ModelState::kNotLoaded);
+  EXPECT_EQ(manager->State("nope", 0).state, ModelState::kUnknown);
+  ASSERT_TRUE(manager->Unload("good").ok());
+  EXPECT_EQ(manager->State("good", 0).state, ModelState::kNotLoaded);
+  EXPECT_EQ(manager->Entries("good").size(), 1u);
+  EXPECT_TRUE(manager->Entries("nope").empty());
+}
+
 TEST_F(ModelManagerTest, BrokenModelsAreReportedAndOthersServe) {
   AddModel("good", kIdentity, {1});
   AddModel("bad_field", "backend: \"identity\" what: 1", {1});
@@ -64,7 +92,7 @@ TEST_F(ModelManagerTest, BrokenModelsAreReportedAndOthersServe) {
   EXPECT_TRUE(manager->Find("good", 0).ok());
   std::map<std::string, std::string> reasons;
   for (const auto& entry : manager->Index()) {
-    if (entry.state == "UNAVAILABLE") reasons[entry.name] = entry.reason;
+    if (entry.state == ModelState::kUnavailable) reasons[entry.name] = entry.reason;
   }
   EXPECT_NE(reasons["bad_field"].find("what"), std::string::npos);
   EXPECT_NE(reasons["no_versions"].find("no version folder"), std::string::npos);

@@ -48,7 +48,7 @@ void CopyDuration(const DurationStat& from, inference::StatisticDuration* to) {
   to->set_ns(from.ns.load());
 }
 
-void DescribeStats(const ModelVersion& model, inference::ModelStatistics* out) {
+void DescribeStats(const ModelView& model, inference::ModelStatistics* out) {
   const ModelStats& stats = model.stats();
   out->set_name(model.name());
   out->set_version(std::to_string(model.version()));
@@ -90,19 +90,10 @@ class GrpcServer::Handlers {
                           inference::ModelReadyResponse* response) {
     auto version = VersionFrom(request.version());
     if (!version.ok()) return Error(version.status());
-    auto model = server_->FindModel(request.name(), *version);
-    if (model.ok()) {
-      response->set_ready(true);
-      return grpc::Status::OK;
-    }
-    for (const auto& entry : server_->RepositoryIndex()) {
-      if (entry.name == request.name() &&
-          (*version == 0 || entry.version == *version || entry.version == 0)) {
-        response->set_ready(false);
-        return grpc::Status::OK;
-      }
-    }
-    return Error(model.status());
+    const ModelReadiness readiness = server_->ModelStateOf(request.name(), *version);
+    if (readiness.state == ModelState::kUnknown) return Error(Status::NotFound(readiness.reason));
+    response->set_ready(readiness.state == ModelState::kReady);
+    return grpc::Status::OK;
   }
 
   grpc::Status ServerMetadata(const inference::ServerMetadataRequest&,
@@ -117,10 +108,10 @@ class GrpcServer::Handlers {
                              inference::ModelMetadataResponse* response) {
     auto model = Find(request.name(), request.version());
     if (!model.ok()) return Error(model.status());
-    const inferd::ModelConfig& config = (*model)->config();
+    const inferd::ModelConfig& config = model->config();
     response->set_name(config.name());
-    for (const auto& loaded : server_->LoadedVersions(config.name()))
-      response->add_versions(std::to_string(loaded->version()));
+    for (const ModelView& loaded : server_->LoadedVersions(config.name()))
+      response->add_versions(std::to_string(loaded.version()));
     response->set_platform(ReportedPlatform(config));
     const bool batching = config.max_batch_size() > 0;
     DescribeTensors(config.input(), batching, response->mutable_inputs());
@@ -147,34 +138,33 @@ class GrpcServer::Handlers {
                            inference::ModelConfigResponse* response) {
     auto model = Find(request.name(), request.version());
     if (!model.ok()) return Error(model.status());
-    *response->mutable_config() = (*model)->config();
+    *response->mutable_config() = model->config();
     return grpc::Status::OK;
   }
 
   // No name: every loaded model. A name: its loaded versions, or the one asked for.
   grpc::Status ModelStatistics(const inference::ModelStatisticsRequest& request,
                                inference::ModelStatisticsResponse* response) {
-    std::vector<std::shared_ptr<ModelVersion>> models;
+    std::vector<ModelView> models;
     if (request.name().empty()) {
       models = server_->LoadedModels();
     } else {
       auto model = Find(request.name(), request.version());
       if (!model.ok()) return Error(model.status());
-      models = request.version().empty() ? server_->LoadedVersions(request.name())
-                                         : std::vector<std::shared_ptr<ModelVersion>>{*model};
+      models = request.version().empty() ? server_->LoadedVersions(request.name()) : std::vector<ModelView>{*model};
     }
-    for (const auto& model : models) DescribeStats(*model, response->add_model_stats());
+    for (const ModelView& model : models) DescribeStats(model, response->add_model_stats());
     return grpc::Status::OK;
   }
 
   grpc::Status RepositoryIndex(const inference::RepositoryIndexRequest& request,
                                inference::RepositoryIndexResponse* response) {
     for (const auto& entry : server_->RepositoryIndex()) {
-      if (request.ready() && entry.state != "READY") continue;
+      if (request.ready() && entry.state != ModelState::kReady) continue;
       auto* model = response->add_models();
       model->set_name(entry.name);
       if (entry.version > 0) model->set_version(std::to_string(entry.version));
-      model->set_state(entry.state);
+      model->set_state(std::string(ModelStateName(entry.state)));
       model->set_reason(entry.reason);
     }
     return grpc::Status::OK;
@@ -205,7 +195,7 @@ class GrpcServer::Handlers {
                               [finish = std::move(finish)](Status status) { finish(Error(status)); });
   }
 
-  // grpc.health.v1: "" is the server as a whole (ready, and not draining); a model name is that
+  // grpc.health.v1: "" is the server as a whole (InferenceServer::IsReady); a model name is that
   // model's newest version. An unknown name is NOT_FOUND, as the health protocol specifies.
   grpc::Status HealthCheck(const grpc::health::v1::HealthCheckRequest& request,
                            grpc::health::v1::HealthCheckResponse* response) {
@@ -214,19 +204,17 @@ class GrpcServer::Handlers {
     if (request.service().empty()) {
       serving = server_->IsReady();
     } else {
-      const bool loaded = server_->FindModel(request.service(), 0).ok();
-      bool known = loaded;
-      for (const auto& entry : server_->RepositoryIndex()) known = known || entry.name == request.service();
-      if (!known)
+      const ModelState state = server_->ModelStateOf(request.service(), 0).state;
+      if (state == ModelState::kUnknown)
         return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + request.service() + "'");
-      serving = loaded && !server_->draining();
+      serving = state == ModelState::kReady && !server_->draining();
     }
     response->set_status(serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
     return grpc::Status::OK;
   }
 
  private:
-  StatusOr<std::shared_ptr<ModelVersion>> Find(const std::string& name, const std::string& version_text) {
+  StatusOr<ModelView> Find(const std::string& name, const std::string& version_text) {
     ASSIGN_OR_RETURN(int64_t version, VersionFrom(version_text));
     return server_->FindModel(name, version);
   }

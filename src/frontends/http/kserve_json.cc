@@ -67,7 +67,7 @@ std::string ServerMetadataJson() {
   return Done(buffer);
 }
 
-std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64_t>& versions) {
+std::string ModelMetadataJson(const ModelView& model, const std::vector<int64_t>& versions) {
   const ModelConfig& config = model.config();
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
@@ -88,19 +88,19 @@ std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64
   return Done(buffer);
 }
 
-std::string ModelStatsJson(const std::vector<std::shared_ptr<ModelVersion>>& models) {
+std::string ModelStatsJson(const std::vector<ModelView>& models) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("model_stats");
   w.StartArray();
   for (const auto& model : models) {
-    const ModelStats& stats = model->stats();
+    const ModelStats& stats = model.stats();
     w.StartObject();
     w.Key("name");
-    Str(w, model->name());
+    Str(w, model.name());
     w.Key("version");
-    Str(w, std::to_string(model->version()));
+    Str(w, std::to_string(model.version()));
     w.Key("last_inference");
     w.Uint64(stats.last_inference_ms.load());
     w.Key("inference_count");
@@ -135,9 +135,9 @@ std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries) {
       w.Key("version");
       Str(w, std::to_string(entry.version));
     }
-    if (!entry.state.empty()) {
+    if (const std::string_view state = ModelStateName(entry.state); !state.empty()) {
       w.Key("state");
-      Str(w, entry.state);
+      Str(w, std::string(state));
       w.Key("reason");
       Str(w, entry.reason);
     }

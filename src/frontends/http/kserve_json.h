@@ -5,14 +5,15 @@
 #include <string>
 #include <vector>
 
-#include "lifecycle/model_manager.h"
+#include "core/model_view.h"
+#include "lifecycle/model_state.h"
 
 namespace inferd {
 
 std::string ServerMetadataJson();
-std::string ModelMetadataJson(const ModelVersion& model, const std::vector<int64_t>& versions);
+std::string ModelMetadataJson(const ModelView& model, const std::vector<int64_t>& versions);
 // Triton's shape: {"model_stats": [{name, version, inference_count, execution_count, ...}]}
-std::string ModelStatsJson(const std::vector<std::shared_ptr<ModelVersion>>& models);
+std::string ModelStatsJson(const std::vector<ModelView>& models);
 std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries);
 std::string ReadyJson(const std::string& name, bool ready, const std::string& reason);
 

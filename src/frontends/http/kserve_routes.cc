@@ -80,27 +80,30 @@ class KServeRoutes {
     if (action == "ready") return respond(ModelReady(*target));
     auto model = server_->FindModel(target->name, target->version);
     if (!model.ok()) return respond(Error(model.status()));
-    if (action == "config") return respond(Json(200, ModelConfigToJson((*model)->config())));
-    std::vector<std::shared_ptr<ModelVersion>> loaded = server_->LoadedVersions(target->name);
+    if (action == "config") return respond(Json(200, ModelConfigToJson(model->config())));
+    std::vector<ModelView> loaded = server_->LoadedVersions(target->name);
     if (action == "stats") {
       if (target->version != 0) loaded = {*model};
       return respond(Json(200, ModelStatsJson(loaded)));
     }
     std::vector<int64_t> versions;
-    for (const auto& version : loaded) versions.push_back(version->version());
-    respond(Json(200, ModelMetadataJson(**model, versions)));
+    for (const ModelView& version : loaded) versions.push_back(version.version());
+    respond(Json(200, ModelMetadataJson(*model, versions)));
   }
 
+  // Ready: 200. Known and not ready: 503 with the reason. Unknown: 404.
   HttpResponse ModelReady(const ModelTarget& target) {
-    auto model = server_->FindModel(target.name, target.version);
-    if (model.ok()) return Json(200, ReadyJson(target.name, true, ""));
-    for (const auto& entry : server_->RepositoryIndex()) {
-      if (entry.name == target.name &&
-          (target.version == 0 || entry.version == target.version || entry.version == 0)) {
-        return Json(503, ReadyJson(target.name, false, entry.reason.empty() ? "not loaded" : entry.reason));
-      }
+    const ModelReadiness readiness = server_->ModelStateOf(target.name, target.version);
+    switch (readiness.state) {
+      case ModelState::kReady:
+        return Json(200, ReadyJson(target.name, true, ""));
+      case ModelState::kUnavailable:
+      case ModelState::kNotLoaded:
+        return Json(503, ReadyJson(target.name, false, readiness.reason));
+      case ModelState::kUnknown:
+        break;
     }
-    return Error(model.status());
+    return Error(Status::NotFound(readiness.reason));
   }
 
   void Infer(HttpRequest request, const ModelTarget& target, Responder respond) {

@@ -107,7 +107,7 @@ void WriteSignatureTensors(const Tensors& tensors, bool batched, JsonWriter& w) 
 }
 
 // GET /v1/models/M[/versions/V]/metadata: the predict signature, TF Serving's shape.
-std::string MetadataJson(const ModelVersion& model) {
+std::string MetadataJson(const ModelView& model) {
   const ModelConfig& config = model.config();
   const bool batched = config.max_batch_size() > 0;
   rapidjson::StringBuffer buffer;
@@ -196,15 +196,15 @@ class TfServingRoutes {
     if (target->verb == "metadata") {
       auto model = server_->FindModel(target->name, target->version);
       if (!model.ok()) return respond(Error(model.status()));
-      return respond(Json(200, MetadataJson(**model)));
+      return respond(Json(200, MetadataJson(*model)));
     }
     respond(ModelStatus(*target));
   }
 
  private:
   Status ResolveLabel(TfTarget* target) {
-    ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> newest, server_->FindModel(target->name, 0));
-    ASSIGN_OR_RETURN(auto labels, VersionLabels(newest->config()));
+    ASSIGN_OR_RETURN(ModelView newest, server_->FindModel(target->name, 0));
+    ASSIGN_OR_RETURN(auto labels, VersionLabels(newest.config()));
     auto it = labels.find(target->label);
     if (it == labels.end()) {
       return Status::NotFound("model '" + target->name + "' has no version label '" + target->label + "'");
@@ -215,20 +215,19 @@ class TfServingRoutes {
 
   // READY -> AVAILABLE; a version that failed to load -> END with its error (TF Serving's state
   // for a version that is not served). Loads run start to finish on the lifecycle thread before
-  // a version is listed, so LOADING is never seen.
+  // a version is listed, so LOADING is never seen. From memory: probes call this too.
   HttpResponse ModelStatus(const TfTarget& target) {
     std::vector<VersionStatus> versions;
     std::string model_error;
-    bool known = false;
-    for (const IndexEntry& entry : server_->RepositoryIndex()) {
-      if (entry.name != target.name) continue;
-      known = true;
+    const std::vector<IndexEntry> entries = server_->ModelEntries(target.name);
+    const bool known = !entries.empty();
+    for (const IndexEntry& entry : entries) {
       if (entry.version == 0) {
         model_error = entry.reason;
         continue;
       }
       if (target.version != 0 && entry.version != target.version) continue;
-      if (entry.state == "READY") {
+      if (entry.state == ModelState::kReady) {
         versions.push_back({entry.version, "AVAILABLE", "OK", ""});
       } else {
         versions.push_back({entry.version, "END", "UNKNOWN", entry.reason});
@@ -248,14 +247,14 @@ class TfServingRoutes {
     auto model = server_->FindModel(target.name, target.version);
     if (!model.ok()) return respond(Error(model.status()));
     std::vector<TfTensorSpec> inputs;
-    for (const auto& input : (*model)->config().input()) inputs.push_back({input.name(), DataTypeFromConfig(input.data_type())});
+    for (const auto& input : model->config().input()) inputs.push_back({input.name(), DataTypeFromConfig(input.data_type())});
     auto parsed = ParseTfPredictRequest(*request.body, inputs);
     if (!parsed.ok()) {
       spdlog::debug("rejected request to {}: {}", request.path, parsed.status().message());
       return respond(Error(parsed.status()));
     }
     parsed->request->model_name = target.name;
-    parsed->request->model_version = (*model)->version();
+    parsed->request->model_version = model->version();
     const TfFormat format = parsed->format;
     const int64_t instances = parsed->instances;
     server_->InferAsync(std::move(parsed->request),
