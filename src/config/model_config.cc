@@ -301,7 +301,10 @@ StatusOr<std::vector<int64_t>> PlannedBatchSizes(const ModelConfig& config) {
   if (text == "all") {
     for (int64_t size = 1; size <= max_batch; ++size) sizes.insert(size);
   } else if (text.empty()) {
-    for (int64_t size = 1; size < max_batch; size *= 2) sizes.insert(size);
+    // Every size up to 8, where one execution's fixed cost is a large share and real-time traffic
+    // batches; powers of two above, where the time per row is flat and parts cost little more.
+    for (int64_t size = 1; size <= std::min<int64_t>(max_batch, 8); ++size) sizes.insert(size);
+    for (int64_t size = 16; size < max_batch; size *= 2) sizes.insert(size);
     for (int size : config.dynamic_batching().preferred_batch_size()) sizes.insert(std::clamp<int64_t>(size, 1, max_batch));
     sizes.insert(max_batch);
   } else {

@@ -50,8 +50,8 @@ StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelC
 // The batch sizes a model that prepares itself per input shape (kernel tuning, memory planning)
 // gets ready for at load, largest first (instances/planned_batches.h). From
 //   parameters { key: "planned_batch_sizes" value: { string_value: "1,2,4,8" | "all" | "none" } }
-// or by default the powers of two below max_batch_size, the preferred batch sizes and
-// max_batch_size itself. Empty when the model does not batch, or for "none". An error names a
+// or by default every size up to 8, the powers of two above it below max_batch_size, the
+// preferred batch sizes and max_batch_size itself. Empty when the model does not batch, or for "none". An error names a
 // malformed list or a size outside [1, max_batch_size].
 StatusOr<std::vector<int64_t>> PlannedBatchSizes(const ModelConfig& config);
 

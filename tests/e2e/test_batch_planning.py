@@ -47,7 +47,8 @@ def add_model(root, name, planned=None):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("planned_repo")
-    add_model(root, "planned")                  # default: 8, 4, 2, 1
+    add_model(root, "default")                  # every size up to 8
+    add_model(root, "planned", planned="8,4,2,1")
     add_model(root, "lazy", planned="none")     # prepared by the first request of each size
     add_model(root, "broken", planned="0,9")    # not a list of sizes in [1, 8]
     inferd = Inferd(root, "--threads", "2")
@@ -65,6 +66,8 @@ def infer(server, model, x):
 
 def test_model_is_ready_only_after_its_batch_sizes_are_prepared(server):
     assert requests.get(server.url + "/v2/models/planned/ready").status_code == 200
+    assert requests.get(server.url + "/v2/models/default/ready").status_code == 200
+    assert "model 'default': prepared batch sizes 8,7,6,5,4,3,2,1" in server.logs()
     assert "model 'planned': prepared batch sizes 8,4,2,1" in server.logs()
     assert "model 'lazy': prepared batch sizes" not in server.logs()
 
@@ -80,6 +83,9 @@ def test_every_batch_size_gives_each_row_its_answer_alone_and_prepares_nothing(s
         for i in range(batch):
             np.testing.assert_allclose(together[i], alone[i], rtol=1e-4, atol=1e-5, err_msg=f"batch {batch} row {i}")
     assert server.metric("inferd_shape_preparations_total", model="planned") == 0
+    for batch in range(1, MAX_BATCH + 1):
+        infer(server, "default", rows[:batch])
+    assert server.metric("inferd_shape_preparations_total", model="default") == 0
 
 
 def test_without_planned_sizes_each_new_batch_size_is_prepared_by_a_request(server):

@@ -99,11 +99,12 @@ StatusOr<std::vector<int64_t>> PlannedSizes(const std::string& batching, const s
   return PlannedBatchSizes(*config);
 }
 
-TEST(ModelConfigTest, PlannedBatchSizesDefaultToPowersOfTwoPreferredAndMaxLargestFirst) {
+TEST(ModelConfigTest, PlannedBatchSizesDefaultToUpTo8PowersOfTwoPreferredAndMaxLargestFirst) {
   using Sizes = std::vector<int64_t>;
-  EXPECT_EQ(*PlannedSizes("max_batch_size: 32", ""), (Sizes{32, 16, 8, 4, 2, 1}));
-  EXPECT_EQ(*PlannedSizes("max_batch_size: 12 dynamic_batching { preferred_batch_size: [ 6, 12 ] }", ""),
-            (Sizes{12, 8, 6, 4, 2, 1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 64", ""), (Sizes{64, 32, 16, 8, 7, 6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 40 dynamic_batching { preferred_batch_size: [ 24 ] }", ""),
+            (Sizes{40, 32, 24, 16, 8, 7, 6, 5, 4, 3, 2, 1}));
+  EXPECT_EQ(*PlannedSizes("max_batch_size: 4", ""), (Sizes{4, 3, 2, 1}));
   EXPECT_EQ(*PlannedSizes("max_batch_size: 1", ""), (Sizes{1}));
   EXPECT_EQ(*PlannedSizes("max_batch_size: 0", ""), Sizes{});  // not batching: nothing to plan
   EXPECT_EQ(*PlannedSizes("max_batch_size: 4", "all"), (Sizes{4, 3, 2, 1}));

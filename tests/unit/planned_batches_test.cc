@@ -95,7 +95,8 @@ ExecutionBatch Rows(int64_t batch) {
 TEST(PlannedBatchesTest, PreparesLargestFirstThenRunsEveryBatchAsPlannedSizesWithTheRightRows) {
   auto owned = std::make_unique<DoublingModel>();
   DoublingModel* inner = owned.get();
-  auto prepared = PrepareBatchSizes(std::move(owned), Config(""));
+  auto prepared =
+      PrepareBatchSizes(std::move(owned), Config(R"(parameters { key: "planned_batch_sizes" value: { string_value: "1,2,4,8" } })"));
   ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
   // Each planned size twice (prepare, then time), largest first.
   EXPECT_EQ(inner->executed, (std::vector<int64_t>{8, 8, 4, 4, 2, 2, 1, 1}));
