@@ -20,6 +20,12 @@ def inferd_binary():
     return path
 
 
+def built_with_sanitizers():
+    """ASan keeps freed memory in quarantine, so resident memory says nothing about the program."""
+    with open(inferd_binary(), "rb") as binary:
+        return b"AddressSanitizer" in binary.read()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
