@@ -211,7 +211,16 @@ TEST(TuningTest, ALayerKeepsTheWeightsFormOfItsFirstShapeAtOtherBatchSizes) {
     EXPECT_EQ(WinogradConvs(**session), first_choice == 1 ? 2 : 0);
     ExpectMatchesReference(**session, graph, other);
     if (first_choice == 1) {
-      EXPECT_EQ(ConvImplementations(**session), chosen);  // the same tile size
+      // The Winograd layers keep their tile size (the others may take another implementation of
+      // the same weights layout).
+      const std::vector<std::string> now = ConvImplementations(**session);
+      ASSERT_EQ(now.size(), chosen.size());
+      for (size_t i = 0; i < now.size(); ++i) {
+        if (chosen[i].find("winograd") != std::string::npos) {
+          EXPECT_EQ(now[i], chosen[i]) << "conv " << i;
+        }
+      }
+      EXPECT_EQ(WinogradConvs(**session), 2);
     } else {
       EXPECT_EQ(WinogradConvs(**session), 0);
     }
