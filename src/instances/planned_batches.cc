@@ -1,5 +1,6 @@
 #include "instances/planned_batches.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -52,6 +53,9 @@ Status CheckPartOutput(const Tensor& output, const BatchPart& part) {
 Status JoinRows(const std::vector<BatchPart>& parts, std::vector<std::vector<Tensor>>& part_outputs,
                 std::vector<Tensor>* outputs) {
   outputs->clear();
+  for (const auto& part_output : part_outputs) {
+    if (part_output.size() != part_outputs[0].size()) return Status::Internal("parts of a batch gave different outputs");
+  }
   int64_t total_rows = 0;
   for (const BatchPart& part : parts) total_rows += part.rows;
   for (size_t o = 0; o < part_outputs[0].size(); ++o) {
@@ -68,7 +72,6 @@ Status JoinRows(const std::vector<BatchPart>& parts, std::vector<std::vector<Ten
     MutableBuffer buffer = AllocateBuffer(joined.byte_size);
     size_t offset = 0;
     for (size_t p = 0; p < parts.size(); ++p) {
-      if (part_outputs[p].size() != part_outputs[0].size()) return Status::Internal("parts of a batch gave different outputs");
       const Tensor& piece = part_outputs[p][o];
       RETURN_IF_ERROR(CheckPartOutput(piece, parts[p]));
       if (piece.dtype != head.dtype || RowBytes(piece) != row) {
@@ -113,12 +116,6 @@ class PlannedBatchModel final : public Model {
   BatchPartition partition_;
   std::vector<std::vector<Tensor>> part_outputs_;  // reused between executions
 };
-
-std::string JoinSizes(const std::vector<int64_t>& sizes) {
-  std::string text;
-  for (int64_t size : sizes) text += (text.empty() ? "" : ",") + std::to_string(size);
-  return text;
-}
 
 }  // namespace
 
@@ -209,7 +206,7 @@ StatusOr<std::unique_ptr<Model>> PrepareBatchSizes(std::unique_ptr<Model> model,
     timings += (timings.empty() ? "" : ", ") + fmt::format("{}: {:.1f} ms", size, seconds.back() * 1e3);
   }
   spdlog::info("model '{}': prepared batch sizes {} in {:.1f} s (one execution each: {})", config.name(),
-               JoinSizes(sizes), static_cast<double>(NanosBetween(start, SteadyClock::now())) * 1e-9, timings);
+               fmt::join(sizes, ","), static_cast<double>(NanosBetween(start, SteadyClock::now())) * 1e-9, timings);
   BatchPartition partition(sizes, seconds, config.max_batch_size());
   return std::unique_ptr<Model>(std::make_unique<PlannedBatchModel>(std::move(model), std::move(partition)));
 }

@@ -3,11 +3,11 @@
 // A model that prepares itself per input shape (Model::PreparesPerShape: the ONNX runtime tunes
 // kernels and plans memory on the first run with a new shape) made the first request at each new
 // batch size pay seconds, and kept a plan per size. So, before the model is ready, the server
-// prepares a small set of batch sizes (config/model_config.h PlannedBatchSizes: by default the
-// powers of two up to max_batch_size, the preferred sizes and max_batch_size), largest first, and
-// times one more execution of each. A batch of any other size then runs as the parts that take
-// the least measured time: with {1, 2, 4, 8, 16, 32} a batch of 17 may run as 16 + 1, one of 30 as
-// 32 padded with zero rows whose outputs are dropped. TF Serving's batching pads to its
+// prepares a small set of batch sizes (config/model_config.h PlannedBatchSizes: by default every
+// size up to 8, the powers of two above, the preferred sizes and max_batch_size), largest first,
+// and times one more execution of each. A batch of any other size then runs as the parts that take
+// the least measured time: with {1..8, 16, 32} a batch of 17 may run as 16 + 1, one of 30 as 32
+// padded with zero rows whose outputs are dropped. TF Serving's batching pads to its
 // allowed_batch_sizes the same way; splitting is what lets the sizes stay few.
 #pragma once
 
@@ -32,7 +32,7 @@ class BatchPartition {
  public:
   // `sizes` and `seconds` pair up; sizes are >= 1.
   BatchPartition(const std::vector<int64_t>& sizes, const std::vector<double>& seconds, int64_t max_batch);
-  // The parts for a batch of `batch` rows (1..max_batch), largest first.
+  // The parts for a batch of `batch` rows (1..max_batch), in the order they take its rows.
   const std::vector<BatchPart>& PartsFor(int64_t batch) const { return parts_[static_cast<size_t>(batch)]; }
   int64_t max_batch() const { return static_cast<int64_t>(parts_.size()) - 1; }
 

@@ -19,9 +19,7 @@ ModelManager::~ModelManager() { UnloadAll(); }
 void ModelManager::LoadAll() {
   MutexLock lock(&write_mu_);
   const std::map<std::string, ModelSource> sources = ScanRepositories(options_.repositories);
-  std::vector<std::string> names;
-  for (const auto& [name, source] : sources) names.push_back(name);
-  RememberNames(names);
+  RememberNames(sources);
   for (const auto& [name, source] : sources) {
     Status status = LoadLocked(source);
     if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
@@ -32,9 +30,7 @@ Status ModelManager::Load(const std::string& name) {
   MutexLock lock(&write_mu_);
   // Only this model's config is read, not every model's.
   auto folders = ListModelFolders(options_.repositories);
-  std::vector<std::string> names;
-  for (const auto& [folder_name, paths] : folders) names.push_back(folder_name);
-  RememberNames(names);
+  RememberNames(folders);
   auto it = folders.find(name);
   if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
   Status status = LoadLocked(ReadModelSource(name, it->second));
@@ -203,16 +199,7 @@ std::vector<std::shared_ptr<ModelVersion>> ModelManager::LoadedVersions(std::str
   return versions;
 }
 
-void ModelManager::ScanNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, folders] : ListModelFolders(options_.repositories)) names.push_back(name);
-  RememberNames(names);
-}
-
-void ModelManager::RememberNames(const std::vector<std::string>& names) const {
-  MutexLock lock(&index_mu_);
-  repository_names_ = std::set<std::string, std::less<>>(names.begin(), names.end());
-}
+void ModelManager::ScanNames() { RememberNames(ListModelFolders(options_.repositories)); }
 
 std::vector<IndexEntry> ModelManager::EntriesLocked(std::string_view name, const ServingTable& table) const {
   std::vector<IndexEntry> entries;
@@ -240,24 +227,23 @@ std::vector<IndexEntry> ModelManager::Entries(std::string_view name) const {
 }
 
 std::vector<IndexEntry> ModelManager::Index() const {
-  std::vector<std::string> names;
-  for (const auto& [name, folders] : ListModelFolders(options_.repositories)) names.push_back(name);
-  RememberNames(names);
+  const auto folders = ListModelFolders(options_.repositories);
+  RememberNames(folders);
   std::shared_ptr<const ServingTable> table = snapshot_.load();
   MutexLock lock(&index_mu_);
   std::vector<IndexEntry> entries;
-  for (const std::string& name : names) {
+  for (const auto& [name, paths] : folders) {
     for (IndexEntry& entry : EntriesLocked(name, *table)) entries.push_back(std::move(entry));
   }
   return entries;
 }
 
 ModelReadiness ModelManager::State(std::string_view name, int64_t version) const {
-  const std::string label = "model '" + std::string(name) + "'";
   std::shared_ptr<const ServingTable> table = snapshot_.load();
   if (auto serving = table->find(name); serving != table->end()) {
     if (version == 0 || serving->second.contains(version)) return {ModelState::kReady, ""};
   }
+  const std::string label = "model '" + std::string(name) + "'";
   MutexLock lock(&index_mu_);
   const std::vector<IndexEntry> entries = EntriesLocked(name, *table);
   for (const IndexEntry& entry : entries) {

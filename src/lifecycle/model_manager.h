@@ -80,7 +80,13 @@ class ModelManager {
   Status FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error)
       REQUIRES(write_mu_);
   int IntraOpThreads(const ModelConfig& config) const;
-  void RememberNames(const std::vector<std::string>& names) const;
+  // Keeps the keys of a scan (model name -> folders or sources) as the names State() knows.
+  template <typename ByName>
+  void RememberNames(const ByName& by_name) const {
+    MutexLock lock(&index_mu_);
+    repository_names_.clear();
+    for (const auto& entry : by_name) repository_names_.insert(entry.first);
+  }
   std::vector<IndexEntry> EntriesLocked(std::string_view name, const ServingTable& table) const REQUIRES(index_mu_);
 
   const Options options_;
