@@ -50,7 +50,8 @@ class Model {
   // prepares a few batch sizes before the model serves and runs every batch through them
   // (instances/planned_batches.h).
   virtual bool PreparesPerShape() const { return false; }
-  // How many input shape sets the model has prepared so far. Read by the executing thread only.
+  // How many times the model has prepared an input shape set so far (again for one it had prepared
+  // and then let go of). Read by the executing thread only.
   virtual int64_t PreparedShapes() const { return 0; }
 };
 

@@ -32,11 +32,17 @@ class ScratchBuffer {
   size_t capacity_ = 0;
 };
 
+// Which of a session's input shape sets a run is for (kernels/shape_plans.h); kNoShapeSet outside
+// a session run.
+using ShapeSetId = uint64_t;
+constexpr ShapeSetId kNoShapeSet = 0;
+
 struct RunContext {
   TuneMode tune{};
   TuningCache* tuning_cache = nullptr;
   dnnl_kernels::PackedWeightsCache* packed_weights = nullptr;
   ScratchBuffer* scratch = nullptr;
+  ShapeSetId shape_set = kNoShapeSet;
 };
 
 const RunContext& CurrentRunContext();

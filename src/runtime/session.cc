@@ -28,6 +28,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
   std::unique_ptr<Session> session(new Session());
   session->graph_ = std::move(graph);
   session->tune_ = options.tune;
+  session->max_shape_sets_ = std::max<size_t>(1, options.max_shape_sets);
   const int threads = options.intra_op_threads > 0 ? options.intra_op_threads : IntraOpThreads();
   session->tuning_cache_ = options.persist_tuning && !options.tuning_cache.empty()
                                ? TuningCache::Shared(options.tuning_cache, threads)
@@ -151,21 +152,71 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     return Status::InvalidArgument("the model takes " + std::to_string(graph_.inputs.size()) + " inputs, got " +
                                    std::to_string(inputs.size()));
   }
-  std::vector<Tensor> values(graph_.values.size());
-  std::vector<const Tensor*> slots(graph_.values.size(), nullptr);
-  for (const auto& [id, tensor] : graph_.initializers) slots[id] = &tensor;
   std::vector<Shape> input_shapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     RETURN_IF_ERROR(CheckInput(i, inputs[i]));
-    slots[graph_.inputs[i]] = &inputs[i];
     input_shapes.push_back(inputs[i].shape);
   }
   RETURN_IF_ERROR(CheckSymbols(inputs));
 
+  auto kept = plans_.find(input_shapes);
+  if (kept != plans_.end()) {
+    kept->second.last_run = ++runs_;
+    RETURN_IF_ERROR(Execute(inputs, kept->second.id, &kept->second.plan, nullptr, outputs));
+  } else {
+    // A new shape set: the kernels prepare for it while this run records what its memory plan
+    // needs. The least recently run shape set makes room first, so that what the kernels keep is
+    // bounded by max_shape_sets, not by every shape ever seen.
+    if (plans_.size() >= max_shape_sets_) ForgetLeastRecentShapeSet();
+    const ShapeSetId id = next_shape_set_++;
+    ++shape_preparations_;
+    RunRecord record;
+    Status status = Execute(inputs, id, nullptr, &record, outputs);
+    if (status.ok()) plans_.emplace(std::move(input_shapes), PreparedShapeSet{BuildMemoryPlan(record), id, ++runs_});
+    if (!status.ok()) ForgetInKernels(id);  // not kept: what was prepared for it goes
+    AllocateArena();  // the recording run released it
+    RETURN_IF_ERROR(status);
+  }
+  // New timings persist at once (a no-op otherwise). A folder we cannot write only costs the
+  // timing again at the next start.
+  (void)tuning_cache_->SaveIfChanged();
+  return Status::Ok();
+}
+
+// One arena for every kept plan, as large as the largest. The recording run's buffers are free but
+// still resident in the allocator's pools: they are handed back first, or the arena comes on top.
+void Session::AllocateArena() {
+  malloc_trim(0);
+  arena_size_ = 0;
+  for (const auto& [shapes, prepared] : plans_) arena_size_ = std::max(arena_size_, prepared.plan.report.arena_bytes);
+  arena_ = arena_size_ > 0 ? AllocateBuffer(arena_size_).memory : nullptr;
+}
+
+void Session::ForgetLeastRecentShapeSet() {
+  auto oldest = std::min_element(plans_.begin(), plans_.end(), [](const auto& a, const auto& b) {
+    return a.second.last_run < b.second.last_run;
+  });
+  if (oldest == plans_.end()) return;
+  const ShapeSetId id = oldest->second.id;
+  plans_.erase(oldest);
+  ForgetInKernels(id);
+  // What the kernels dropped is still alive in oneDNN's primitive cache until released.
+  dnnl_kernels::ReleaseCachedPrimitives();
+}
+
+void Session::ForgetInKernels(ShapeSetId shape_set) {
+  for (auto& kernel : kernels_) kernel->ForgetShapeSet(shape_set);
+}
+
+Status Session::Execute(std::span<const Tensor> inputs, ShapeSetId shape_set, const MemoryPlan* plan, RunRecord* record,
+                        std::vector<Tensor>* outputs) {
+  std::vector<Tensor> values(graph_.values.size());
+  std::vector<const Tensor*> slots(graph_.values.size(), nullptr);
+  for (const auto& [id, tensor] : graph_.initializers) slots[id] = &tensor;
+  for (size_t i = 0; i < inputs.size(); ++i) slots[graph_.inputs[i]] = &inputs[i];
+
   // With a plan, outputs go to the arena; each run's tensors there get a new owner (so that a
   // kernel's cache keyed on an input buffer cannot mistake this run's contents for the last's).
-  auto plan_it = plans_.find(input_shapes);
-  const MemoryPlan* plan = plan_it == plans_.end() ? nullptr : &plan_it->second;
   std::shared_ptr<const uint8_t> arena;
   if (plan != nullptr) {
     auto owner = std::make_shared<std::shared_ptr<uint8_t[]>>(arena_);
@@ -174,27 +225,27 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
   // Without one, this run records what a plan needs. Buffers are told apart by owner. An entry
   // goes when the last value viewing its buffer is released, so recording frees what a plain run
   // frees (a weak pointer would not: the buffer and its count are one allocation).
-  const bool recording = plan == nullptr && plans_.size() < kMaxPlans;
-  RunRecord record;
+  const bool recording = record != nullptr;
   std::map<std::shared_ptr<const uint8_t>, ValueId, std::owner_less<>> owners;
   std::vector<int> live_views;  // per planned buffer (its first value): values still viewing it
   if (recording) {
     // A recording run does not use the arena: it is released meanwhile, or the arena of the
     // largest plan so far and this run's own buffers would be resident together. So is the
-    // kernels' scratch, which grows back to what this shape needs.
+    // kernels' scratch, which grows back to what this shape needs. What a forgotten shape set
+    // freed goes back to the system first (resnet50 batch 32 after 31: peak 626 -> 606 MB).
     arena_.reset();
     scratch_ = ScratchBuffer();
-    record.bytes.assign(graph_.values.size(), 0);
-    record.view_of.assign(graph_.values.size(), kNoValue);
-    record.plannable.assign(graph_.values.size(), false);
+    malloc_trim(0);
+    record->bytes.assign(graph_.values.size(), 0);
+    record->view_of.assign(graph_.values.size(), kNoValue);
+    record->plannable.assign(graph_.values.size(), false);
     live_views.assign(graph_.values.size(), 0);
     for (const auto& [id, tensor] : graph_.initializers) owners.emplace(tensor.data, kNoValue);
     for (const Tensor& input : inputs) owners.emplace(input.data, kNoValue);
   }
-
   std::vector<const Tensor*> node_inputs;
   std::vector<Tensor> node_outputs;
-  const RunScope run_scope({tune_, tuning_cache_.get(), packed_weights_.get(), &scratch_});
+  const RunScope run_scope({tune_, tuning_cache_.get(), packed_weights_.get(), &scratch_, shape_set});
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const Node& node = graph_.nodes[n];
     node_inputs.clear();
@@ -222,15 +273,15 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
       slots[id] = &values[id];
       if (recording && values[id].data != nullptr) {
         auto [it, fresh] = owners.emplace(values[id].data, id);
-        record.view_of[id] = it->second;
-        record.plannable[id] = fresh;
-        if (fresh) record.bytes[id] = values[id].byte_size;
+        record->view_of[id] = it->second;
+        record->plannable[id] = fresh;
+        if (fresh) record->bytes[id] = values[id].byte_size;
         if (it->second != kNoValue) ++live_views[it->second];
       }
     }
     for (ValueId id : release_after_[n]) {
       if (recording && values[id].data != nullptr) {
-        const ValueId root = record.view_of[id];
+        const ValueId root = record->view_of[id];
         if (root != kNoValue && --live_views[root] == 0) owners.erase(values[id].data);
       }
       values[id] = Tensor{};
@@ -244,19 +295,6 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
     result.name = graph_.value(id).name;
     outputs->push_back(std::move(result));
   }
-  if (recording) {
-    MemoryPlan built = BuildMemoryPlan(record);
-    // One arena for every plan, as large as the largest. The recording run's buffers are free but
-    // still resident in the allocator's pools: hand them back first, or the arena comes on top.
-    values.clear();
-    malloc_trim(0);
-    arena_size_ = std::max(arena_size_, built.report.arena_bytes);
-    arena_ = AllocateBuffer(arena_size_).memory;
-    plans_.emplace(std::move(input_shapes), std::move(built));
-  }
-  // New timings persist at once (a no-op otherwise). A folder we cannot write only costs the
-  // timing again at the next start.
-  (void)tuning_cache_->SaveIfChanged();
   return Status::Ok();
 }
 
@@ -372,7 +410,7 @@ std::vector<ValueId> Session::ReusedBuffers(const RunRecord& record, const std::
 std::optional<MemoryPlanReport> Session::memory_plan(const std::vector<Shape>& input_shapes) const {
   auto it = plans_.find(input_shapes);
   if (it == plans_.end()) return std::nullopt;
-  return it->second.report;
+  return it->second.plan.report;
 }
 
 }  // namespace inferd::runtime

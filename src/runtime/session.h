@@ -44,6 +44,11 @@ struct SessionOptions {
   std::filesystem::path tuning_cache;
   bool persist_tuning = false;
   int intra_op_threads = 0;    // what runs will use, for the tuning cache (0: the calling thread's)
+  // Input shape sets kept prepared (kernels' primitives and plans, a memory plan): a run with a new
+  // one beyond this first forgets the least recently run, whose next run prepares it again. What
+  // the session holds then follows this bound, not every shape it has seen (a free sequence length
+  // would otherwise grow it without end). The server sets it to at least its planned batch sizes.
+  size_t max_shape_sets = 16;
 };
 
 class Session {
@@ -73,9 +78,11 @@ class Session {
   // The kernel of node i (e.g. to ask what implementation ran last).
   const Kernel& kernel(size_t node_index) const { return *kernels_[node_index]; }
 
-  // Input shape sets this session has prepared for (kernels tuned and built, memory planned): the
-  // first run with each is the slow one.
+  // Input shape sets this session keeps prepared (kernels tuned and built, memory planned): the
+  // first run with each is the slow one. At most SessionOptions::max_shape_sets.
   size_t prepared_shapes() const { return plans_.size(); }
+  // How many times a run has prepared a shape set, counting again those forgotten and prepared anew.
+  uint64_t shape_preparations() const { return shape_preparations_; }
 
   // The memory plan used for inputs of these shapes (nullopt until a run with them has happened).
   std::optional<MemoryPlanReport> memory_plan(const std::vector<Shape>& input_shapes) const;
@@ -90,8 +97,13 @@ class Session {
     std::vector<std::vector<std::pair<size_t, size_t>>> slots;
     MemoryPlanReport report;
   };
-  // Up to this many plans (input shape sets) are kept; they share one arena, as runs never overlap.
-  static constexpr size_t kMaxPlans = 64;
+  // A kept input shape set: its memory plan (the plans share one arena, as runs never overlap) and
+  // the id its kernels know it by (kernels/shape_plans.h).
+  struct PreparedShapeSet {
+    MemoryPlan plan;
+    ShapeSetId id;
+    uint64_t last_run;  // runs_ at its last run, for forgetting the least recent
+  };
 
   Session();
   Status BuildKernels(const KernelRegistry& registry);
@@ -103,6 +115,13 @@ class Session {
     std::vector<ValueId> view_of;    // per value: the value whose buffer it shares, or itself
     std::vector<bool> plannable;     // per value: produced by a node into a buffer of its own
   };
+  // One run: with `plan`, intermediates go to the arena; without, each is allocated and `record`
+  // is filled for BuildMemoryPlan.
+  Status Execute(std::span<const Tensor> inputs, ShapeSetId shape_set, const MemoryPlan* plan, RunRecord* record,
+                 std::vector<Tensor>* outputs);
+  void AllocateArena();
+  void ForgetLeastRecentShapeSet();
+  void ForgetInKernels(ShapeSetId shape_set);
   MemoryPlan BuildMemoryPlan(const RunRecord& record) const;
   std::vector<ValueId> ReusedBuffers(const RunRecord& record, const std::vector<int>& end,
                                      const std::vector<bool>& planned) const;
@@ -115,7 +134,11 @@ class Session {
   std::vector<std::vector<ValueId>> release_after_;
   std::vector<int> last_reader_;  // per value: the last node reading it, -1 if none
   std::vector<double> node_seconds_;  // empty unless profiling
-  std::map<std::vector<Shape>, MemoryPlan> plans_;
+  std::map<std::vector<Shape>, PreparedShapeSet> plans_;
+  size_t max_shape_sets_ = 16;
+  ShapeSetId next_shape_set_ = kNoShapeSet + 1;
+  uint64_t runs_ = 0;
+  uint64_t shape_preparations_ = 0;
   std::shared_ptr<uint8_t[]> arena_;
   size_t arena_size_ = 0;
   TuneMode tune_ = TuneMode::kFast;

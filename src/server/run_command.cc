@@ -249,6 +249,10 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
       ->capture_default_str();
   command->add_option("--before-batches", flags->before_batches,
                       "Run these batch sizes once each first, in this order (e.g. 1-7,16 or 16-1), so that the report shows what they leave behind");
+  command->add_option("--keep-shapes", flags->keep_shapes,
+                      "Input shape sets kept prepared at once; a new one beyond them forgets the least recently run (1: the report is that of --batch alone)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   command->add_option("--iterations", flags->iterations, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   command->add_option("--warmup", flags->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
   command->add_option("--threads", flags->threads, "Intra-op threads (0: every core)")->check(CLI::Range(0, 4096))->capture_default_str();
@@ -270,6 +274,7 @@ int RunRun(const RunFlags& flags) {
   options.tune = runtime::ParseTuneMode(flags.tune).value_or(runtime::TuneMode::kFast);
   options.intra_op_threads = threads;
   options.persist_tuning = true;
+  options.max_shape_sets = static_cast<size_t>(flags.keep_shapes);
   auto session = Session::Load(flags.model, options);
   if (!session.ok()) {
     std::fprintf(stderr, "error: %s\n", session.status().message().c_str());
@@ -333,7 +338,8 @@ int RunRun(const RunFlags& flags) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
                   std::string(DataTypeName(outputs[i].dtype)).c_str(), ShapeToString(outputs[i].shape).c_str());
     }
-    std::printf("], \"reused_buffers\": %d", memory.reused_buffers);
+    std::printf("], \"reused_buffers\": %d, \"shape_sets_kept\": %zu, \"shape_preparations\": %llu", memory.reused_buffers,
+                (*session)->prepared_shapes(), static_cast<unsigned long long>((*session)->shape_preparations()));
     if (flags.profile) PrintProfileJson(**session, static_cast<int>(latencies.size()));
     std::printf("}\n");
   } else {

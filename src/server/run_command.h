@@ -20,6 +20,9 @@ struct RunFlags {
   // Batch sizes run once each (random inputs) before the runs at `batch`: what they leave behind
   // (plans, tuning, buffers) shows in the reported memory.
   std::string before_batches;  // "1-7,16"
+  // Input shape sets the session keeps prepared (runtime SessionOptions::max_shape_sets). One by
+  // default: the report is that of `batch` alone, whatever ran before it.
+  int keep_shapes = 1;
   int iterations = 10;
   int warmup = 2;
   int threads = 0;

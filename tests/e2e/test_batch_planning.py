@@ -120,6 +120,18 @@ def test_runtime_memory_does_not_grow_with_the_batch_sizes_it_has_run(tmp_path):
     after_others = run_json(model, "--batch", "16", "--before-batches", "1-15")
     assert after_others["rss_mb"] <= 1.3 * alone["rss_mb"], (alone, after_others)
     assert after_others["peak_rss_mb"] <= 1.3 * alone["peak_rss_mb"], (alone, after_others)
+    # By default inferd run keeps one shape set: the other sizes were prepared and forgotten.
+    assert (after_others["shape_sets_kept"], after_others["shape_preparations"]) == (1, 16), after_others
+    assert after_others["rss_mb"] <= 1.1 * alone["rss_mb"], (alone, after_others)
+
+
+def test_runtime_keeps_the_shape_sets_it_is_told_to(tmp_path):
+    model = tmp_path / "model.onnx"
+    model.write_bytes(conv_model())
+    kept = run_json(model, "--batch", "4", "--before-batches", "1-3,1-3", "--keep-shapes", "4")
+    assert (kept["shape_sets_kept"], kept["shape_preparations"]) == (4, 4), kept
+    taking_turns = run_json(model, "--batch", "4", "--before-batches", "1-3,1-3", "--keep-shapes", "2")
+    assert (taking_turns["shape_sets_kept"], taking_turns["shape_preparations"]) == (2, 7), taking_turns
 
 
 def test_run_rejects_a_malformed_batch_list(tmp_path):

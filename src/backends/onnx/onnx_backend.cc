@@ -1,8 +1,11 @@
 #include "backends/onnx/onnx_backend.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "backends/backend.h"
+#include "config/model_config.h"
 #include "runtime/onnx/onnx_import.h"
 #include "runtime/session.h"
 #include "runtime/threading.h"
@@ -92,7 +95,7 @@ class OnnxModel final : public Model {
   }
 
   bool PreparesPerShape() const override { return true; }
-  int64_t PreparedShapes() const override { return static_cast<int64_t>(session_->prepared_shapes()); }
+  int64_t PreparedShapes() const override { return static_cast<int64_t>(session_->shape_preparations()); }
 
  private:
   std::unique_ptr<Session> session_;
@@ -102,6 +105,9 @@ class OnnxModel final : public Model {
   std::vector<Tensor> inputs_;   // reused between executions
   std::vector<Tensor> results_;
 };
+
+// Input shape sets a session keeps prepared beyond the planned batch sizes.
+constexpr size_t kUnplannedShapeSets = 8;
 
 class OnnxBackend final : public Backend {
  public:
@@ -118,6 +124,11 @@ class OnnxBackend final : public Backend {
       auto mode = runtime::ParseTuneMode(*tune);
       if (!mode.ok()) return mode.status().WithPrefix("model '" + config.name() + "': parameter 'tune'");
       session_options.tune = *mode;
+    }
+    // Every planned batch size stays prepared (instances/planned_batches.h), with room besides for
+    // shapes that no plan covers (a free sequence length), which take turns beyond that.
+    if (auto planned = PlannedBatchSizes(config); planned.ok()) {
+      session_options.max_shape_sets = std::max(session_options.max_shape_sets, planned->size() + kUnplannedShapeSets);
     }
     auto session = Session::Load(file, session_options);
     if (!session.ok()) return session.status().WithPrefix("model '" + config.name() + "'");

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "common/tensor.h"
 #include "runtime/ir/graph.h"
+#include "runtime/run_context.h"
 
 namespace inferd::runtime {
 
@@ -31,6 +32,10 @@ class Kernel {
   // residual Add otherwise copies the residual into its output first) or a pass over fresh memory.
   // A kernel that says so must produce the right output when out[0]'s slot is that input's buffer.
   virtual bool OutputMayReuseInput(size_t /*input*/) const { return false; }
+  // The session forgot one of its input shape sets (SessionOptions::max_shape_sets): drop what was
+  // prepared for it and for no shape set still kept (kernels/shape_plans.h does the bookkeeping).
+  // What every shape shares, such as a layer's weights in its settled form, stays.
+  virtual void ForgetShapeSet(ShapeSetId /*shape_set*/) {}
 };
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<Kernel>>(const Node& node, int opset)>;

@@ -51,20 +51,17 @@ class DnnlAttention final : public Kernel {
   DnnlAttention(AttentionAttributes attributes, std::unique_ptr<Kernel> fallback)
       : attributes_(std::move(attributes)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
     ASSIGN_OR_RETURN(AttentionGeometry g, ResolveAttention(attributes_, in));
     const Tensor* mask = InputAt(in, 3);
     auto key = std::make_tuple(in[0]->shape, in[1]->shape, in[2]->shape, mask ? mask->shape : Shape{});
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      AttentionPlan plan;
-      Status status = Guarded("Attention", [&] { return CreatePlan(g, &plan); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(key, std::move(plan)).first;
-    }
-    AttentionPlan& plan = it->second;
+    ASSIGN_OR_RETURN(AttentionPlan* found, FindOrCreatePlan(plans_, key, "Attention", [&](AttentionPlan* created) {
+      return CreatePlan(g, created);
+    }));
+    AttentionPlan& plan = *found;
     if (!plan.usable) return fallback_->Run(in, out);
     return Guarded("Attention", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, g.output_shape));
@@ -186,7 +183,7 @@ class DnnlAttention final : public Kernel {
 
   AttentionAttributes attributes_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::tuple<Shape, Shape, Shape, Shape>, AttentionPlan> plans_;
+  ShapePlans<std::tuple<Shape, Shape, Shape, Shape>, AttentionPlan> plans_;
   std::string last_;
 };
 

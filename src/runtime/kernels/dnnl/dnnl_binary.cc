@@ -35,6 +35,7 @@ class DnnlBinary final : public Kernel {
   DnnlBinary(BinaryOp op, Layouts layouts, std::unique_ptr<Kernel> fallback)
       : op_(op), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   // Element-wise: each output element is written after the inputs' elements at its place are
   // read, on every path, except that oneDNN takes its destination in place of its first operand
@@ -82,14 +83,10 @@ class DnnlBinary final : public Kernel {
     }
     const Shape dst_shape = out_shape->empty() ? Shape{1} : *out_shape;
     auto key = std::make_pair(dst_shape, padded);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      Plan plan;
-      Status status = Guarded("binary", [&] { return CreatePlan(dst_shape, padded, blocked, &plan); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(key, std::move(plan)).first;
-    }
-    Plan& plan = it->second;
+    ASSIGN_OR_RETURN(Plan* found, FindOrCreatePlan(plans_, key, "binary", [&](Plan* created) {
+      return CreatePlan(dst_shape, padded, blocked, created);
+    }));
+    Plan& plan = *found;
     if (!plan.usable) return Fallback(in, out);
     last_ = "onednn:" + plan.implementation;
     return Guarded("binary", [&]() -> Status {
@@ -171,7 +168,7 @@ class DnnlBinary final : public Kernel {
   BinaryOp op_;
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::pair<Shape, Shape>, Plan> plans_;
+  ShapePlans<std::pair<Shape, Shape>, Plan> plans_;
   std::shared_ptr<const uint8_t> reordered_source_;
   Tensor reordered_;
   std::string last_;

@@ -15,6 +15,12 @@ dnnl::stream& ThreadStream() {
   return stream;
 }
 
+void ReleaseCachedPrimitives() {
+  const int capacity = dnnl::get_primitive_cache_capacity();
+  dnnl::set_primitive_cache_capacity(0);
+  dnnl::set_primitive_cache_capacity(capacity);
+}
+
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
 
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims) {

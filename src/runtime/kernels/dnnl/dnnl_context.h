@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "common/tensor.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/shape_plans.h"
 
 namespace inferd::runtime::dnnl_kernels {
 
@@ -38,6 +39,12 @@ inline dnnl::memory ScratchMemory(const dnnl::memory::desc& desc) { return dnnl:
 // until the kernel returns. Buffers a kernel needs only while it runs live there, not in the
 // kernel: kept per kernel and per shape they made memory grow with every batch size seen.
 void BindScratch(std::initializer_list<dnnl::memory*> memories);
+
+// Frees the primitives that only oneDNN's own primitive cache still holds (it keeps up to 1024 alive,
+// including those kernels have dropped with a forgotten shape set); those kernels hold live on.
+// Identical layers share one primitive through that cache, so the price is that a primitive made
+// later does not find a twin made before this call: its JIT code is made again.
+void ReleaseCachedPrimitives();
 
 // Runs fn, turning a dnnl::error (or any std::exception) into an Internal status.
 template <typename Fn>
@@ -86,19 +93,29 @@ struct PackedWeights {
 };
 
 // The kernels' cache of one primitive per key (shapes...) with the name of oneDNN's implementation
-// of it: made on first use from the primitive desc that `make_desc` returns.
+// of it: made on first use from the primitive desc that `make_desc` returns, and dropped with the
+// last shape set that used it (shape_plans.h).
 template <typename Primitive, typename Key>
-using PrimitiveMap = std::map<Key, std::pair<Primitive, std::string>>;
+using PrimitiveMap = ShapePlans<Key, std::pair<Primitive, std::string>>;
 
 template <typename Primitive, typename Key, typename MakeDesc>
 std::pair<Primitive, std::string>& FindOrCreate(PrimitiveMap<Primitive, Key>& primitives, const Key& key,
                                                 MakeDesc make_desc) {
-  auto it = primitives.find(key);
-  if (it == primitives.end()) {
-    const auto pd = make_desc();
-    it = primitives.emplace(key, std::make_pair(Primitive(pd), std::string(pd.impl_info_str()))).first;
-  }
-  return it->second;
+  if (auto* found = primitives.Find(key)) return *found;
+  const auto pd = make_desc();
+  return primitives.Add(key, std::make_pair(Primitive(pd), std::string(pd.impl_info_str())));
+}
+
+// The plan for `key`, made by `create(Plan*)` on first use. A plan that oneDNN could not make (an
+// Internal status: it rejected the shape) is kept, unusable, so that the kernel falls back at once
+// the next time; any other error is returned and nothing is kept.
+template <typename Plan, typename Key, typename Create>
+StatusOr<Plan*> FindOrCreatePlan(ShapePlans<Key, Plan>& plans, const Key& key, const char* what, Create create) {
+  if (Plan* found = plans.Find(key)) return found;
+  Plan plan;
+  Status status = Guarded(what, [&] { return create(&plan); });
+  if (!status.ok() && status.code() != StatusCode::kInternal) return status;
+  return &plans.Add(key, std::move(plan));
 }
 
 // The factory registered for `op` so far (the reference kernel), which a oneDNN kernel registered

@@ -41,6 +41,7 @@ class DnnlConv final : public Kernel {
         fallback_(std::move(fallback)), residual_input_(residual_input) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   // The output may be written over the residual: the sum post-op and Winograd add it element by
   // element at the place they write; other paths get a copy (OverwritesResidualSafely).
@@ -202,26 +203,22 @@ class DnnlConv final : public Kernel {
   // After a tuning: drops the transformed weights of tile sizes no plan chose.
   void DropUnusedWinogradWeights() {
     std::map<int, TransformedWeights> used;
-    for (auto& [key, plan] : plans_) {
-      if (plan.chosen < 0) continue;
+    plans_.ForEach([&](const Plan& plan) {
+      if (plan.chosen < 0) return;
       const Candidate& chosen = plan.candidates[plan.chosen];
       if (chosen.winograd && winograd_weights_.count(chosen.winograd->tile())) {
         used[chosen.winograd->tile()] = winograd_weights_[chosen.winograd->tile()];
       }
-    }
+    });
     winograd_weights_ = std::move(used);
   }
 
   Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
     auto key = std::make_tuple(x.shape, w.shape, ShapeOrEmpty(residual));
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      Plan created;
-      Status status = Guarded("Conv", [&] { return CreatePlan(x.shape, w.shape, has_bias, residual, &created); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(key, std::move(created)).first;
-    }
-    *plan = it->second.usable ? &it->second : nullptr;
+    ASSIGN_OR_RETURN(Plan* found, FindOrCreatePlan(plans_, key, "Conv", [&](Plan* created) {
+      return CreatePlan(x.shape, w.shape, has_bias, residual, created);
+    }));
+    *plan = found->usable ? found : nullptr;
     return Status::Ok();
   }
 
@@ -392,7 +389,7 @@ class DnnlConv final : public Kernel {
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
   const int residual_input_;  // the node input a fused Add reads; -1: none
-  std::map<std::tuple<Shape, Shape, Shape>, Plan> plans_;
+  ShapePlans<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   struct TransformedWeights {
     std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
     dnnl::memory transformed;
@@ -419,6 +416,7 @@ class DnnlConvTranspose final : public Kernel {
       : window_(std::move(window)), group_(group), output_padding_(std::move(output_padding)),
         output_shape_(std::move(output_shape)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -431,14 +429,10 @@ class DnnlConvTranspose final : public Kernel {
       return fallback_->Run(in, out);
     }
     auto key = std::make_tuple(x->shape, w->shape, bias != nullptr);
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      Plan plan;
-      Status status = Guarded("ConvTranspose", [&] { return CreatePlan(x->shape, w->shape, bias != nullptr, &plan); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(key, std::move(plan)).first;
-    }
-    Plan& plan = it->second;
+    ASSIGN_OR_RETURN(Plan* found, FindOrCreatePlan(plans_, key, "ConvTranspose", [&](Plan* created) {
+      return CreatePlan(x->shape, w->shape, bias != nullptr, created);
+    }));
+    Plan& plan = *found;
     if (!plan.usable) return fallback_->Run(in, out);
     last_ = plan.implementation;
     return Guarded("ConvTranspose", [&]() -> Status {
@@ -540,7 +534,7 @@ class DnnlConvTranspose final : public Kernel {
   int64_t group_;
   std::vector<int64_t> output_padding_, output_shape_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::tuple<Shape, Shape, bool>, Plan> plans_;
+  ShapePlans<std::tuple<Shape, Shape, bool>, Plan> plans_;
   std::string last_;
 };
 

@@ -82,6 +82,7 @@ class DnnlBlockedConcat final : public Kernel {
   DnnlBlockedConcat(int64_t axis, Layouts layouts, std::unique_ptr<Kernel> fallback)
       : axis_(axis), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();

@@ -20,6 +20,7 @@ class DnnlUnary final : public Kernel {
   DnnlUnary(dnnl::algorithm algorithm, float alpha, float beta, Layouts layouts, std::unique_ptr<Kernel> fallback)
       : algorithm_(algorithm), alpha_(alpha), beta_(beta), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -70,6 +71,7 @@ class DnnlSoftmax final : public Kernel {
   DnnlSoftmax(bool log, bool coerce, int64_t axis, std::unique_ptr<Kernel> fallback)
       : log_(log), coerce_(coerce), axis_(axis), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -90,8 +92,8 @@ class DnnlSoftmax final : public Kernel {
     }
     return Guarded("Softmax", [&]() -> Status {
       auto key = std::make_pair(view, view_axis);
-      auto it = primitives_.find(key);
-      if (it == primitives_.end()) {
+      auto* entry = primitives_.Find(key);
+      if (entry == nullptr) {
         dnnl::memory::desc desc = PlainDesc(ToDims(view));
         dnnl::primitive primitive;
         std::string name;
@@ -106,13 +108,13 @@ class DnnlSoftmax final : public Kernel {
           primitive = dnnl::softmax_forward(pd);
           name = pd.impl_info_str();
         }
-        it = primitives_.emplace(key, std::make_pair(primitive, name)).first;
+        entry = &primitives_.Add(key, std::make_pair(primitive, name));
       }
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
       dnnl::memory::desc desc = PlainDesc(ToDims(view));
-      it->second.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
+      entry->first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
       ThreadStream().wait();
-      last_ = it->second.second;
+      last_ = entry->second;
       return Status::Ok();
     });
   }
@@ -121,7 +123,7 @@ class DnnlSoftmax final : public Kernel {
   bool log_, coerce_;
   int64_t axis_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::pair<Shape, int>, std::pair<dnnl::primitive, std::string>> primitives_;
+  PrimitiveMap<dnnl::primitive, std::pair<Shape, int>> primitives_;
   std::string last_;
 };
 

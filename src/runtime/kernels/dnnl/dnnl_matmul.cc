@@ -178,6 +178,7 @@ class DnnlMatMul final : public Kernel {
   DnnlMatMul(std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback)
       : post_ops_(std::move(post_ops)), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -189,14 +190,10 @@ class DnnlMatMul final : public Kernel {
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
     auto key = std::make_tuple(a->shape, b->shape, ShapeOrEmpty(residual));
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      MatmulPlan plan;
-      Status status = Guarded("MatMul", [&] { return CreatePlan(a->shape, b->shape, residual, &plan); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(key, std::move(plan)).first;
-    }
-    MatmulPlan& plan = it->second;
+    ASSIGN_OR_RETURN(MatmulPlan* found, FindOrCreatePlan(plans_, key, "MatMul", [&](MatmulPlan* created) {
+      return CreatePlan(a->shape, b->shape, residual, created);
+    }));
+    MatmulPlan& plan = *found;
     if (!plan.usable) return fallback_->Run(in, out);
     last_ = plan.implementation;
     return Guarded("MatMul", [&]() -> Status {
@@ -286,7 +283,7 @@ class DnnlMatMul final : public Kernel {
 
   std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::tuple<Shape, Shape, Shape>, MatmulPlan> plans_;
+  ShapePlans<std::tuple<Shape, Shape, Shape>, MatmulPlan> plans_;
   std::string last_;
 };
 
@@ -298,6 +295,7 @@ class DnnlGemm final : public Kernel {
       : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), post_ops_(std::move(post_ops)),
         fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -310,14 +308,10 @@ class DnnlGemm final : public Kernel {
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
     auto key = std::make_tuple(a->shape, b->shape, c != nullptr, ShapeOrEmpty(c), ShapeOrEmpty(residual));
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-      MatmulPlan plan;
-      Status status = Guarded("Gemm", [&] { return CreatePlan(a->shape, b->shape, c, residual, &plan); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(key, std::move(plan)).first;
-    }
-    MatmulPlan& plan = it->second;
+    ASSIGN_OR_RETURN(MatmulPlan* found, FindOrCreatePlan(plans_, key, "Gemm", [&](MatmulPlan* created) {
+      return CreatePlan(a->shape, b->shape, c, residual, created);
+    }));
+    MatmulPlan& plan = *found;
     if (!plan.usable) return fallback_->Run(in, out);
     last_ = plan.implementation;
     return Guarded("Gemm", [&]() -> Status {
@@ -380,7 +374,7 @@ class DnnlGemm final : public Kernel {
   bool trans_a_, trans_b_;
   std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<std::tuple<Shape, Shape, bool, Shape, Shape>, MatmulPlan> plans_;
+  ShapePlans<std::tuple<Shape, Shape, bool, Shape, Shape>, MatmulPlan> plans_;
   std::string last_;
 };
 

@@ -24,6 +24,7 @@ class DnnlLayerNorm final : public Kernel {
   DnnlLayerNorm(int64_t axis, float epsilon, std::unique_ptr<Kernel> fallback)
       : axis_(axis), epsilon_(epsilon), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -78,6 +79,7 @@ class DnnlBatchNorm final : public Kernel {
  public:
   DnnlBatchNorm(float epsilon, std::unique_ptr<Kernel> fallback) : epsilon_(epsilon), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -127,6 +129,7 @@ class DnnlLrn final : public Kernel {
   DnnlLrn(int64_t size, float alpha, float beta, float bias, std::unique_ptr<Kernel> fallback)
       : size_(size), alpha_(alpha), beta_(beta), bias_(bias), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();

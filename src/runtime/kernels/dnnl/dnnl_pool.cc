@@ -26,6 +26,7 @@ class DnnlPool final : public Kernel {
       : kind_(kind), window_(std::move(window)), count_include_pad_(count_include_pad), layouts_(std::move(layouts)),
         fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
@@ -34,14 +35,10 @@ class DnnlPool final : public Kernel {
       return Fallback(in, out);
     }
     const Tensor& x = *in[0];
-    auto it = plans_.find(x.shape);
-    if (it == plans_.end()) {
-      Plan plan;
-      Status status = Guarded("pooling", [&] { return CreatePlan(x.shape, &plan); });
-      if (!status.ok() && status.code() != StatusCode::kInternal) return status;
-      it = plans_.emplace(x.shape, std::move(plan)).first;
-    }
-    Plan& plan = it->second;
+    ASSIGN_OR_RETURN(Plan* found, FindOrCreatePlan(plans_, x.shape, "pooling", [&](Plan* created) {
+      return CreatePlan(x.shape, created);
+    }));
+    Plan& plan = *found;
     if (!plan.usable) return Fallback(in, out);
     last_ = plan.implementation;
     return Guarded("pooling", [&]() -> Status {
@@ -108,7 +105,7 @@ class DnnlPool final : public Kernel {
   bool count_include_pad_;
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
-  std::map<Shape, Plan> plans_;
+  ShapePlans<Shape, Plan> plans_;
   std::string last_;
 };
 

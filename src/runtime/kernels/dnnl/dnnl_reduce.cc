@@ -39,6 +39,7 @@ class DnnlReduce final : public Kernel {
       : op_(op), axes_(std::move(axes)), keepdims_(keepdims), noop_with_empty_axes_(noop_with_empty_axes),
         axes_input_(axes_input), fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();

@@ -59,6 +59,7 @@ class DnnlResize final : public Kernel {
         upsample_(upsample),
         fallback_(std::move(fallback)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  void ForgetShapeSet(ShapeSetId shape_set) override { primitives_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
