@@ -2,8 +2,13 @@
 
 #include "backends/builtin/builtin_backends.h"
 #include "backends/onnx/onnx_backend.h"
+#include "runtime/tuning.h"
 
 namespace inferd {
+
+bool IsWrittenByBackend(const std::filesystem::path& file) {
+  return file.filename().string().ends_with(runtime::kTuningCacheSuffix);
+}
 
 const Tensor* ExecutionBatch::FindInput(std::string_view name) const {
   for (const auto& tensor : inputs) {

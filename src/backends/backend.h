@@ -55,6 +55,11 @@ class Model {
   virtual int64_t PreparedShapes() const { return 0; }
 };
 
+// Whether a file in a version folder is one a backend writes there for itself (the ONNX
+// backend's kernel tuning cache, MODEL.onnx.tuning) rather than part of the model: poll mode
+// ignores their changes, or a first load would trigger a reload.
+bool IsWrittenByBackend(const std::filesystem::path& file);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -1,11 +1,13 @@
 #include "core/inference_server.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "backends/backend.h"
 #include "core/request_validation.h"
 #include "lifecycle/model_manager.h"
 #include "lifecycle/model_metrics.h"
+#include "lifecycle/repository_poller.h"
 #include "metrics/process_metrics.h"
 
 namespace inferd {
@@ -44,7 +46,16 @@ Status InferenceServer::Start() {
       return Status::NotFound("model repository " + repository.string() + " is not a directory");
     }
   }
-  if (options_.control_mode == ModelControlMode::kNone) {
+  if (options_.control_mode == ModelControlMode::kPoll) {
+    // Read before the loads: a model changed while they run is caught by the first polls.
+    RepositorySnapshot at_start = SnapshotRepositories(options_.repositories);
+    models_->LoadAll();
+    {
+      MutexLock lock(&tasks_mu_);
+      poller_ = std::make_unique<RepositoryPoller>(std::move(at_start));
+    }
+    tasks_cv_.NotifyOne();
+  } else if (options_.control_mode == ModelControlMode::kNone) {
     models_->LoadAll();
   } else {
     models_->ScanNames();
@@ -118,16 +129,48 @@ void InferenceServer::PostLifecycleTask(std::function<void()> task) {
 }
 
 void InferenceServer::RunLifecycleTasks() {
+  using std::chrono::steady_clock;
+  steady_clock::time_point next_poll = steady_clock::now() + options_.repository_poll_interval;
   while (true) {
     std::function<void()> task;
+    RepositoryPoller* poller = nullptr;
     {
       MutexLock lock(&tasks_mu_);
-      while (!stop_tasks_ && tasks_.empty()) tasks_cv_.Wait(lock);
-      if (tasks_.empty()) return;
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+      while (!stop_tasks_ && tasks_.empty()) {
+        if (poller_ == nullptr) {
+          tasks_cv_.Wait(lock);
+        } else if (const auto now = steady_clock::now(); now < next_poll) {
+          tasks_cv_.WaitFor(lock, next_poll - now);
+        } else {
+          poller = poller_.get();  // set once in Start, destroyed after this thread ends
+          break;
+        }
+      }
+      if (poller == nullptr) {
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
     }
-    task();
+    if (task) {
+      task();
+      continue;
+    }
+    PollRepositories(poller);
+    next_poll = steady_clock::now() + options_.repository_poll_interval;
+  }
+}
+
+void InferenceServer::PollRepositories(RepositoryPoller* poller) {
+  const PollActions actions = poller->Poll(SnapshotRepositories(options_.repositories));
+  for (const auto& [name, versions] : actions.load) {
+    spdlog::info("repository poll: model '{}' changed{}{}, loading", name, versions.empty() ? "" : " in versions ",
+                 fmt::join(versions, ", "));
+    (void)models_->Load(name, versions);  // a failure is logged, counted and indexed by the manager
+  }
+  for (const std::string& name : actions.unload) {
+    spdlog::info("repository poll: model '{}' is gone, unloading", name);
+    (void)models_->Unload(name);
   }
 }
 

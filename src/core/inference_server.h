@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -24,12 +25,18 @@ namespace inferd {
 class BackendRegistry;
 class ModelManager;
 
-enum class ModelControlMode { kNone, kExplicit };
+class RepositoryPoller;
+
+// Triton's --model-control-mode: none loads every model at start; explicit loads through the
+// repository API; poll loads every model at start, then follows the repositories' changes
+// (lifecycle/repository_poller.h).
+enum class ModelControlMode { kNone, kExplicit, kPoll };
 
 struct ServerOptions {
   std::vector<std::filesystem::path> repositories;
   ModelControlMode control_mode = ModelControlMode::kNone;
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
+  std::chrono::seconds repository_poll_interval{15};  // poll mode
   int threads = 1;
   // Triton's --strict-readiness: the server is ready only when every model that should be loaded
   // is ready. Off: ready once it is up and not draining, whatever the models.
@@ -85,7 +92,10 @@ class InferenceServer {
   MetricsRegistry& metrics() { return metrics_; }
 
  private:
+  // The lifecycle thread: runs load/unload tasks in order, and in poll mode polls the
+  // repositories between them.
   void RunLifecycleTasks();
+  void PollRepositories(RepositoryPoller* poller);
   void PostLifecycleTask(std::function<void()> task);
   // Runs a load/unload on the lifecycle thread when the control mode allows it.
   void PostModelControl(std::function<Status()> operation, std::function<void(Status)> done);
@@ -106,6 +116,7 @@ class InferenceServer {
   CondVar tasks_cv_;
   std::deque<std::function<void()>> tasks_ GUARDED_BY(tasks_mu_);
   bool stop_tasks_ GUARDED_BY(tasks_mu_) = false;
+  std::unique_ptr<RepositoryPoller> poller_ GUARDED_BY(tasks_mu_);  // poll mode, from Start on
   std::thread lifecycle_thread_;
 };
 

@@ -26,14 +26,14 @@ void ModelManager::LoadAll() {
   }
 }
 
-Status ModelManager::Load(const std::string& name) {
+Status ModelManager::Load(const std::string& name, const std::set<int64_t>& changed_versions) {
   MutexLock lock(&write_mu_);
   // Only this model's config is read, not every model's.
   auto folders = ListModelFolders(options_.repositories);
   RememberNames(folders);
   auto it = folders.find(name);
   if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
-  Status status = LoadLocked(ReadModelSource(name, it->second));
+  Status status = LoadLocked(ReadModelSource(name, it->second), changed_versions);
   if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   return status;
 }
@@ -62,7 +62,11 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelCon
   return ModelVersion::Load(config, version, version_dir, context);
 }
 
-Status ModelManager::LoadLocked(const ModelSource& source) {
+void ModelManager::CountLoadFailure(const std::string& name) {
+  metrics_->AddCounter("inferd_model_load_failures_total", {{"model", name}})->Increment();
+}
+
+Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions) {
   ModelRecord record{.wanted = true};
   ServingTable next = table_;
   VersionMap& serving = next[source.name];
@@ -89,7 +93,8 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
   VersionMap loaded;
   for (int64_t version : versions) {
     auto current = serving.find(version);
-    if (current != serving.end() && current->second->config().SerializeAsString() == config_bytes) {
+    if (current != serving.end() && current->second->config().SerializeAsString() == config_bytes &&
+        !changed_versions.contains(version)) {
       loaded[version] = current->second;  // unchanged: keep serving it
       continue;
     }
@@ -106,6 +111,14 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
       }
     }
   }
+  if (!record.failed_versions.empty()) {
+    // A new version that fails to load does not retire the ones it was to replace (version_policy
+    // latest{1} with a broken version 3 keeps 2 serving): a failed load never leaves a model with
+    // less than it served.
+    CountLoadFailure(source.name);
+    record.still_serving = !serving.empty();
+    for (const auto& [version, model] : serving) loaded.emplace(version, model);
+  }
   serving = std::move(loaded);
   Status status = record.failed_versions.empty()
                       ? Status::Ok()
@@ -116,7 +129,9 @@ Status ModelManager::LoadLocked(const ModelSource& source) {
 }
 
 Status ModelManager::FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error) {
+  CountLoadFailure(name);
   record.error = error;
+  record.still_serving = next.contains(name) && !next.at(name).empty();
   records_[name] = std::move(record);
   Publish(std::move(next));
   return error;
@@ -261,7 +276,8 @@ bool ModelManager::AllReady() const {
   MutexLock lock(&index_mu_);
   for (const auto& [name, record] : index_records_) {
     if (!record.wanted) continue;
-    if (!record.error.ok() || !record.failed_versions.empty() || !table->contains(name)) return false;
+    const bool failed = !record.error.ok() || !record.failed_versions.empty();
+    if (!table->contains(name) || (failed && !record.still_serving)) return false;
   }
   return true;
 }

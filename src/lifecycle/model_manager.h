@@ -36,8 +36,10 @@ class ModelManager {
   // Loads every model in the repositories (control mode none). Failures are recorded per model,
   // logged, and reported by Index() and AllReady(); they never stop the others.
   void LoadAll();
-  // Loads or reloads one model from disk (control mode explicit).
-  Status Load(const std::string& name);
+  // Loads or reloads one model from disk (control modes explicit and poll). A version keeps
+  // serving as it is when its config is unchanged, unless it is in `changed_versions` (its files
+  // were replaced: poll mode). A version that fails to load leaves what served before serving.
+  Status Load(const std::string& name, const std::set<int64_t>& changed_versions = {});
   Status Unload(const std::string& name);
   void UnloadAll();
 
@@ -69,9 +71,13 @@ class ModelManager {
     bool wanted = false;  // should be loaded
     Status error;         // model-level error (config, versions, backend)
     std::map<int64_t, std::string> failed_versions;
+    // The failed load was a reload: what served before serves on, so readiness holds (a bad push
+    // must not take every replica out of service).
+    bool still_serving = false;
   };
 
-  Status LoadLocked(const ModelSource& source) REQUIRES(write_mu_);
+  Status LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions = {}) REQUIRES(write_mu_);
+  void CountLoadFailure(const std::string& name);
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const ModelConfig& config, Backend* backend,
                                                       const std::filesystem::path& model_dir,
                                                       int64_t version);

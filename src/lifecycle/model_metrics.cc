@@ -24,6 +24,8 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_inflight_requests", Type::kGauge, "Requests accepted and not yet answered.");
   registry->Declare("inferd_model_load_duration_seconds", Type::kGauge,
                     "Time the last load of this model version took.");
+  registry->Declare("inferd_model_load_failures_total", Type::kCounter,
+                    "Loads of a model (or of one of its versions) that failed; what served before keeps serving.");
 }
 
 MetricLabels ModelLabels(const std::string& model, int64_t version) {

@@ -150,7 +150,7 @@ std::optional<int> KnownChoice(const std::string& key, int default_choice) {
 }
 
 std::filesystem::path TuningCachePath(const std::filesystem::path& model_path) {
-  return model_path.string() + ".tuning";
+  return model_path.string() + std::string(kTuningCacheSuffix);
 }
 
 }  // namespace inferd::runtime

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string_view>
 #include <functional>
 #include <map>
 #include <memory>
@@ -70,6 +71,8 @@ int ChooseFastest(const std::string& key, int candidates, int default_choice, co
 std::optional<int> KnownChoice(const std::string& key, int default_choice);
 
 // The cache file for a model: MODEL.onnx -> MODEL.onnx.tuning next to it.
+// What TuningCachePath appends to the model file's name.
+inline constexpr std::string_view kTuningCacheSuffix = ".tuning";
 std::filesystem::path TuningCachePath(const std::filesystem::path& model_path);
 
 }  // namespace inferd::runtime

@@ -87,10 +87,18 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->envname("INFERD_MODEL_REPOSITORY");
   command
       ->add_option("--model-control-mode", flags->model_control_mode,
-                   "none: load every model at start; explicit: load/unload through the repository API")
-      ->check(CLI::IsMember({"none", "explicit"}))
+                   "none: load every model at start; explicit: load/unload through the repository API; "
+                   "poll: load every model at start, then follow the repositories' changes")
+      ->check(CLI::IsMember({"none", "explicit", "poll"}))
       ->capture_default_str()
       ->envname("INFERD_MODEL_CONTROL_MODE");
+  command
+      ->add_option("--repository-poll-secs", flags->repository_poll_secs,
+                   "In poll mode, seconds between two reads of the repositories; a change is loaded once "
+                   "its files are the same at two polls in a row")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str()
+      ->envname("INFERD_REPOSITORY_POLL_SECS");
   command
       ->add_option("--load-model", flags->load_models,
                    "In explicit mode, a model to load at start; repeatable")
@@ -153,8 +161,10 @@ int RunServe(const ServeFlags& flags) {
 
   ServerOptions options;
   for (const auto& path : flags.model_repositories) options.repositories.emplace_back(path);
-  options.control_mode =
-      flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit : ModelControlMode::kNone;
+  options.control_mode = flags.model_control_mode == "explicit" ? ModelControlMode::kExplicit
+                         : flags.model_control_mode == "poll"   ? ModelControlMode::kPoll
+                                                                : ModelControlMode::kNone;
+  options.repository_poll_interval = std::chrono::seconds(flags.repository_poll_secs);
   options.startup_models = flags.load_models;
   options.strict_readiness = flags.strict_readiness;
   options.threads =

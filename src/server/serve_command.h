@@ -14,6 +14,7 @@ namespace inferd {
 struct ServeFlags {
   std::vector<std::string> model_repositories;
   std::string model_control_mode = "none";
+  int repository_poll_secs = 15;
   std::vector<std::string> load_models;
   bool strict_readiness = true;
   std::string http_address = "0.0.0.0";
