@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <malloc.h>
+
 namespace inferd {
 
 namespace fs = std::filesystem;
@@ -163,6 +165,13 @@ void ModelManager::Publish(ServingTable table) {
       metrics_->RemoveSeries(ModelLabels(model->name(), model->version()));
     }
     spdlog::info("unloaded model '{}' version {}", model->name(), model->version());
+  }
+  if (!retired.empty()) {
+    // What the versions held was freed by the threads that used it (instance threads, which
+    // are new at every load) into glibc's per-thread arenas, where it stays resident until
+    // trimmed: without this, RSS stepped up over the first load/unload cycles and stayed there.
+    retired.clear();
+    malloc_trim(0);
   }
 }
 
