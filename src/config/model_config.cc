@@ -178,15 +178,12 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   return Status::Ok();
 }
 
-StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
-  const std::string model_name = model_dir.filename().string();
-  const fs::path file = model_dir / "config.pbtxt";
-  const std::string label = "model '" + model_name + "' (" + file.string() + ")";
-  std::ifstream in(file);
-  if (!in) return Status::NotFound(label + ": cannot read config.pbtxt");
-  std::stringstream text;
-  text << in.rdbuf();
-  ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfigText(text.str(), label));
+namespace {
+
+// What every parsed config goes through: its name, Triton's defaults, the backend an ONNX file
+// implies, validation.
+StatusOr<ModelConfig> CompleteParsedConfig(ModelConfig config, const std::string& model_name, const fs::path& model_dir,
+                                           const std::string& label) {
   if (!config.name().empty() && config.name() != model_name) {
     return Status::InvalidArgument(Field(label, "name") + ": '" + config.name() +
                                    "' does not match the folder name '" + model_name + "'");
@@ -197,6 +194,32 @@ StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
   }
   RETURN_IF_ERROR(ValidateModelConfig(config, label));
   return config;
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
+  const std::string model_name = model_dir.filename().string();
+  const fs::path file = model_dir / "config.pbtxt";
+  const std::string label = "model '" + model_name + "' (" + file.string() + ")";
+  std::ifstream in(file);
+  if (!in) return Status::NotFound(label + ": cannot read config.pbtxt");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfigText(text.str(), label));
+  return CompleteParsedConfig(std::move(config), model_name, model_dir, label);
+}
+
+StatusOr<ModelConfig> ParseModelConfigJson(const std::string& json, const std::string& model_name,
+                                           const fs::path& model_dir) {
+  const std::string label = "model '" + model_name + "' (config override)";
+  ModelConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  if (auto parsed = google::protobuf::util::JsonStringToMessage(json, &config, options); !parsed.ok()) {
+    return Status::InvalidArgument(label + ": " + std::string(parsed.message()));
+  }
+  return CompleteParsedConfig(std::move(config), model_name, model_dir, label);
 }
 
 inference::DataType ConfigDataTypeFrom(DataType type) {

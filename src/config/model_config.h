@@ -25,6 +25,12 @@ StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::s
 // complete it from).
 StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& model_dir);
 
+// A config given as JSON (the protobuf JSON mapping Triton's load API uses: `{"max_batch_size": 8,
+// "input": [...]}`) for the model in `model_dir`, completed and validated as LoadModelConfig does.
+// Unknown fields are errors.
+StatusOr<ModelConfig> ParseModelConfigJson(const std::string& json, const std::string& model_name,
+                                           const std::filesystem::path& model_dir);
+
 // Fills defaults that Triton fills: name, instance_group (1 x KIND_CPU), version policy latest 1.
 void NormalizeModelConfig(ModelConfig* config, const std::string& model_name);
 

@@ -188,8 +188,9 @@ void InferenceServer::PostModelControl(std::function<Status()> operation, std::f
   PostLifecycleTask([operation = std::move(operation), done = std::move(done)] { done(operation()); });
 }
 
-void InferenceServer::LoadModelAsync(std::string name, std::function<void(Status)> done) {
-  PostModelControl([this, name = std::move(name)] { return models_->Load(name); }, std::move(done));
+void InferenceServer::LoadModelAsync(std::string name, LoadOverride override, std::function<void(Status)> done) {
+  PostModelControl([this, name = std::move(name), override = std::move(override)] { return models_->Load(name, override); },
+                   std::move(done));
 }
 
 void InferenceServer::UnloadModelAsync(std::string name, std::function<void(Status)> done) {

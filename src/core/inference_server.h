@@ -17,6 +17,7 @@
 #include "common/infer_request.h"
 #include "common/mutex.h"
 #include "core/model_view.h"
+#include "common/load_override.h"
 #include "lifecycle/model_state.h"
 #include "metrics/metrics_registry.h"
 
@@ -74,7 +75,7 @@ class InferenceServer {
   ModelControlMode control_mode() const { return options_.control_mode; }
 
   // Load and unload run on the lifecycle thread; `done` is called there.
-  void LoadModelAsync(std::string name, std::function<void(Status)> done);
+  void LoadModelAsync(std::string name, LoadOverride override, std::function<void(Status)> done);
   void UnloadModelAsync(std::string name, std::function<void(Status)> done);
 
   // Graceful stop: new requests get UNAVAILABLE and readiness turns false; then wait (bounded)

@@ -5,6 +5,10 @@
 #include <algorithm>
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
 
 namespace inferd {
 
@@ -37,6 +41,79 @@ Status ModelManager::Load(const std::string& name, const std::set<int64_t>& chan
   if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
   Status status = LoadLocked(ReadModelSource(name, it->second), changed_versions);
   if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
+  return status;
+}
+
+Status ModelManager::Load(const std::string& name, const LoadOverride& override) {
+  if (override.empty()) return Load(name);
+  MutexLock lock(&write_mu_);
+  auto folders = ListModelFolders(options_.repositories);
+  RememberNames(folders);
+  auto it = folders.find(name);
+  Status status = LoadOverridden(name, it == folders.end() ? std::vector<fs::path>() : it->second, override);
+  if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
+  return status;
+}
+
+namespace {
+
+// Writes Triton's "file:" contents below a new private folder; returns the model folder in it.
+StatusOr<fs::path> WriteOverrideFiles(const std::string& name, const std::map<std::string, std::string>& files) {
+  static std::atomic<uint64_t> loads{0};
+  const fs::path root = fs::temp_directory_path() / ("inferd-load-" + std::to_string(::getpid()) + "-" +
+                                                     std::to_string(loads.fetch_add(1)));
+  const fs::path model_dir = root / name;
+  for (const auto& [path, contents] : files) {
+    const fs::path relative = fs::path(path).lexically_normal();
+    const std::string first = relative.begin() == relative.end() ? "" : relative.begin()->string();
+    if (relative.is_absolute() || first == ".." || first == "." || VersionFolderNumber(first) == 0 ||
+        std::distance(relative.begin(), relative.end()) < 2) {
+      fs::remove_all(root);
+      return Status::InvalidArgument("model '" + name + "': file override 'file:" + path +
+                                     "' must name a file inside a version folder, like 'file:1/model.onnx'");
+    }
+    std::error_code error;
+    fs::create_directories((model_dir / relative).parent_path(), error);
+    std::ofstream out(model_dir / relative, std::ios::binary);
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    if (error || !out) {
+      fs::remove_all(root);
+      return Status::Internal("model '" + name + "': cannot write the file override " + path + " under " + root.string());
+    }
+  }
+  return model_dir;
+}
+
+}  // namespace
+
+Status ModelManager::LoadOverridden(const std::string& name, const std::vector<fs::path>& repository_folders,
+                                    const LoadOverride& override) {
+  fs::path private_root;
+  ModelSource source;
+  if (override.files.empty()) {
+    if (repository_folders.empty()) return Status::NotFound("model '" + name + "' is not in any model repository");
+    source = ReadModelSource(name, repository_folders);
+  } else {
+    if (override.config_json.empty()) {
+      return Status::InvalidArgument("model '" + name + "': file overrides need a config override (Triton's \"config\" parameter)");
+    }
+    ASSIGN_OR_RETURN(fs::path model_dir, WriteOverrideFiles(name, override.files));
+    private_root = model_dir.parent_path();
+    source = ReadModelSource(name, {model_dir});
+  }
+  Status status = Status::Ok();
+  if (!override.config_json.empty()) {
+    auto config = ParseModelConfigJson(override.config_json, name, source.dir);
+    if (config.ok()) {
+      source.config = std::move(config).value();
+      source.status = Status::Ok();
+    } else {
+      status = config.status();  // the request is malformed: nothing changes
+    }
+  }
+  if (status.ok()) status = LoadLocked(source);
+  // What was loaded is in memory now; the files were only the way there.
+  if (!private_root.empty()) fs::remove_all(private_root);
   return status;
 }
 

@@ -17,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "common/mutex.h"
+#include "common/load_override.h"
 #include "lifecycle/model_repository.h"
 #include "lifecycle/model_state.h"
 #include "lifecycle/model_version.h"
@@ -40,6 +41,10 @@ class ModelManager {
   // serving as it is when its config is unchanged, unless it is in `changed_versions` (its files
   // were replaced: poll mode). A version that fails to load leaves what served before serving.
   Status Load(const std::string& name, const std::set<int64_t>& changed_versions = {});
+  // Load with Triton's overrides: a config instead of config.pbtxt, and with files, the model
+  // loaded from them alone (written to a private folder for the load, removed after). The same
+  // no-gap swap as Load; a malformed override fails the request and changes nothing.
+  Status Load(const std::string& name, const LoadOverride& override);
   Status Unload(const std::string& name);
   void UnloadAll();
 
@@ -78,6 +83,8 @@ class ModelManager {
 
   Status LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions = {}) REQUIRES(write_mu_);
   void CountLoadFailure(const std::string& name);
+  Status LoadOverridden(const std::string& name, const std::vector<std::filesystem::path>& repository_folders,
+                        const LoadOverride& override) REQUIRES(write_mu_);
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const ModelConfig& config, Backend* backend,
                                                       const std::filesystem::path& model_dir,
                                                       int64_t version);

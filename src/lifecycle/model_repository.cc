@@ -7,17 +7,18 @@ namespace inferd {
 
 namespace fs = std::filesystem;
 
+int64_t VersionFolderNumber(std::string_view folder_name) {
+  int64_t version = 0;
+  auto [end, parse_error] = std::from_chars(folder_name.data(), folder_name.data() + folder_name.size(), version);
+  return parse_error == std::errc() && end == folder_name.data() + folder_name.size() && version > 0 ? version : 0;
+}
+
 std::vector<int64_t> ListVersionFolders(const fs::path& model_dir) {
   std::vector<int64_t> versions;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(model_dir, error)) {
     if (!entry.is_directory()) continue;
-    const std::string name = entry.path().filename().string();
-    int64_t version = 0;
-    auto [end, parse_error] = std::from_chars(name.data(), name.data() + name.size(), version);
-    if (parse_error == std::errc() && end == name.data() + name.size() && version > 0) {
-      versions.push_back(version);
-    }
+    if (int64_t version = VersionFolderNumber(entry.path().filename().string()); version > 0) versions.push_back(version);
   }
   std::sort(versions.begin(), versions.end());
   return versions;

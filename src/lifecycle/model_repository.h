@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -34,6 +35,9 @@ ModelSource ReadModelSource(const std::string& name, const std::vector<std::file
 
 // ReadModelSource for every model in the repositories.
 std::map<std::string, ModelSource> ScanRepositories(const std::vector<std::filesystem::path>& repositories);
+
+// The version a folder name stands for (a positive integer, "3"), or 0 when it is not one.
+int64_t VersionFolderNumber(std::string_view folder_name);
 
 // Version folders (positive integers) inside a model folder.
 std::vector<int64_t> ListVersionFolders(const std::filesystem::path& model_dir);

@@ -1,9 +1,9 @@
 #include "lifecycle/repository_poller.h"
 
-#include <charconv>
 #include <chrono>
 
 #include "backends/backend.h"
+#include "lifecycle/model_repository.h"
 
 namespace inferd {
 
@@ -38,11 +38,8 @@ bool SameFolder(const FolderSnapshot* a, const FolderSnapshot* b) {
 
 // "3/model.onnx" -> 3; 0 for a path outside a version folder ("config.pbtxt", "labels/x").
 int64_t VersionOf(const std::string& path) {
-  const std::string first = path.substr(0, path.find('/'));
-  if (first.size() == path.size()) return 0;  // a file at the model's top level
-  int64_t version = 0;
-  auto [end, parse_error] = std::from_chars(first.data(), first.data() + first.size(), version);
-  return parse_error == std::errc() && end == first.data() + first.size() && version > 0 ? version : 0;
+  const size_t slash = path.find('/');
+  return slash == std::string::npos ? 0 : VersionFolderNumber(std::string_view(path).substr(0, slash));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// libFuzzer target for the KServe v2 request parser (JSON and the binary tensor extension).
+// libFuzzer target for the KServe v2 request parsers: inference requests (JSON and the binary
+// tensor extension) and the repository load request's body (Triton's config and file overrides).
 // Input layout: the first byte chooses whether an Inference-Header-Content-Length is given, the
 // next two bytes give it (little-endian), the rest is the HTTP body.
 #include <cstddef>
@@ -14,6 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<size_t> json_length;
   if (data[0] & 1) json_length = static_cast<size_t>(data[1]) | (static_cast<size_t>(data[2]) << 8);
   auto body = std::make_shared<const std::string>(reinterpret_cast<const char*>(data + 3), size - 3);
+  (void)inferd::ParseLoadRequest(*body);
   auto parsed = inferd::ParseInferRequest(body, json_length);
   if (parsed.ok()) {
     // Whatever parses must also encode back without trouble.

@@ -230,5 +230,21 @@ TEST(KServeClientCodecTest, EncodedResponseParsesBack) {
   EXPECT_FALSE(ParseInferResponse(std::make_shared<const std::string>("{\"outputs\": 3}"), std::nullopt).ok());
 }
 
+TEST(KServeCodecTest, LoadRequestOverrides) {
+  auto empty = ParseLoadRequest("");
+  ASSERT_TRUE(empty.ok() && empty->empty());
+  auto no_parameters = ParseLoadRequest("{}");
+  ASSERT_TRUE(no_parameters.ok() && no_parameters->empty());
+  auto both = ParseLoadRequest(R"({"parameters": {"config": "{\"max_batch_size\": 2}", "file:1/model.onnx": "aGk="}})");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(both->config_json, R"({"max_batch_size": 2})");
+  ASSERT_EQ(both->files.size(), 1u);
+  EXPECT_EQ(both->files.at("1/model.onnx"), "hi");
+  for (const char* bad : {"[]", "{\"parameters\": 3}", R"({"parameters": {"config": 3}})",
+                          R"({"parameters": {"file:1/m": "@@"}})", R"({"parameters": {"x": "y"}})", R"({"other": 1})"}) {
+    EXPECT_EQ(ParseLoadRequest(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace inferd

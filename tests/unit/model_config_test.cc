@@ -169,5 +169,22 @@ TEST(ModelConfigTest, JsonUsesTritonFieldNames) {
   EXPECT_NE(json.find("\"dynamic_batching\""), std::string::npos);
 }
 
+TEST(ModelConfigTest, JsonOverrideIsCompletedAndValidatedLikeConfigPbtxt) {
+  auto config = ParseModelConfigJson(R"({"backend": "identity", "max_batch_size": 4,
+      "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [2]}],
+      "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [2]}]})", "m", "/nonexistent");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->name(), "m");
+  EXPECT_EQ(config->max_batch_size(), 4);
+  EXPECT_EQ(config->instance_group_size(), 1);  // Triton's defaults filled in
+  EXPECT_FALSE(ParseModelConfigJson(R"({"shiny": true})", "m", "/nonexistent").ok());
+  EXPECT_FALSE(ParseModelConfigJson("not json", "m", "/nonexistent").ok());
+  auto renamed = ParseModelConfigJson(R"({"name": "other", "backend": "identity"})", "m", "/nonexistent");
+  ASSERT_FALSE(renamed.ok());
+  EXPECT_NE(renamed.status().message().find("does not match"), std::string::npos);
+  auto invalid = ParseModelConfigJson(R"({"backend": "identity", "max_batch_size": -1})", "m", "/nonexistent");
+  EXPECT_FALSE(invalid.ok());
+}
+
 }  // namespace
 }  // namespace inferd

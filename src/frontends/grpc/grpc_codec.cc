@@ -255,4 +255,24 @@ StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference:
   return response;
 }
 
+StatusOr<LoadOverride> ParseLoadParameters(const inference::RepositoryModelLoadRequest& request) {
+  LoadOverride override;
+  for (const auto& [key, value] : request.parameters()) {
+    if (key == "config") {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kStringParam) {
+        return Status::InvalidArgument("parameter 'config' must be a string_param holding the config as JSON");
+      }
+      override.config_json = value.string_param();
+    } else if (key.starts_with("file:")) {
+      if (value.parameter_choice_case() != inference::ModelRepositoryParameter::kBytesParam) {
+        return Status::InvalidArgument("parameter '" + key + "' must be a bytes_param with the file's contents");
+      }
+      override.files[key.substr(5)] = value.bytes_param();
+    } else {
+      return Status::InvalidArgument("unknown load parameter '" + key + "' (expected 'config' or 'file:<path>')");
+    }
+  }
+  return override;
+}
+
 }  // namespace inferd

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "common/infer_request.h"
+#include "common/load_override.h"
 #include "grpc_service.pb.h"
 
 namespace inferd {
@@ -23,6 +24,10 @@ void EncodeModelInferResponse(const InferResponse& response, inference::ModelInf
 // The client's side: inputs travel raw; requested outputs, priority and timeout as parameters.
 void EncodeModelInferRequest(const InferRequest& request, inference::ModelInferRequest* out);
 // Raw outputs point into `message` (no copy); typed contents are accepted too (other servers).
+// Triton's load parameters: "config" (string_param, the config as JSON) and "file:<path>"
+// (bytes_param, the file's contents). Anything else is INVALID_ARGUMENT.
+StatusOr<LoadOverride> ParseLoadParameters(const inference::RepositoryModelLoadRequest& request);
+
 StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference::ModelInferResponse> message);
 
 }  // namespace inferd

@@ -172,13 +172,9 @@ class GrpcServer::Handlers {
 
   void RepositoryModelLoad(const inference::RepositoryModelLoadRequest& request,
                            inference::RepositoryModelLoadResponse*, Finish finish) {
-    // Triton's "config" and "file:" overrides would load a model that is not in the repository.
-    if (!request.parameters().empty()) {
-      return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 "load parameters (config or file overrides) are not supported; "
-                                 "put the model in the repository"));
-    }
-    server_->LoadModelAsync(request.model_name(),
+    auto override = ParseLoadParameters(request);
+    if (!override.ok()) return finish(Error(override.status()));
+    server_->LoadModelAsync(request.model_name(), std::move(override).value(),
                             [finish = std::move(finish)](Status status) { finish(Error(status)); });
   }
 

@@ -389,6 +389,36 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
   return JoinBody(buffer, binary_inputs);
 }
 
+StatusOr<LoadOverride> ParseLoadRequest(std::string_view body) {
+  LoadOverride override;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return override;
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return Invalid("the load request body is not a JSON object");
+  for (const auto& member : doc.GetObject()) {
+    if (std::string_view(member.name.GetString()) != "parameters") {
+      return Invalid("unknown field '" + std::string(member.name.GetString()) + "' in the load request");
+    }
+  }
+  auto parameters = doc.FindMember("parameters");
+  if (parameters == doc.MemberEnd()) return override;
+  if (!parameters->value.IsObject()) return Invalid("'parameters' must be an object");
+  for (const auto& [key_value, value] : parameters->value.GetObject()) {
+    const std::string key = key_value.GetString();
+    if (key == "config") {
+      if (!value.IsString()) return Invalid("parameter 'config' must be a string holding the config as JSON");
+      override.config_json = value.GetString();
+    } else if (key.starts_with("file:")) {
+      auto contents = value.IsString() ? Base64Decode(value.GetString()) : std::nullopt;
+      if (!contents) return Invalid("parameter '" + key + "' must be the file's contents in base64");
+      override.files[key.substr(5)] = std::move(*contents);
+    } else {
+      return Invalid("unknown load parameter '" + key + "' (expected 'config' or 'file:<path>')");
+    }
+  }
+  return override;
+}
+
 StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> body,
                                            std::optional<size_t> json_length) {
   const size_t json_size = json_length.value_or(body->size());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/infer_request.h"
+#include "common/load_override.h"
 
 namespace inferd {
 
@@ -46,6 +47,10 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary);
 // Binary outputs point into `body` (no copy).
 StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> body,
                                            std::optional<size_t> json_length);
+
+// The body of POST /v2/repository/models/M/load, Triton's: empty, or {"parameters": {"config":
+// "<the config as JSON>", "file:1/model.onnx": "<base64>"}}. Unknown parameters are errors.
+StatusOr<LoadOverride> ParseLoadRequest(std::string_view body);
 
 // {"error": "..."} with the message escaped.
 std::string ErrorJson(std::string_view message);

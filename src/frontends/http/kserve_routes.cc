@@ -141,14 +141,17 @@ class KServeRoutes {
     }
     if (parts.size() == 5 && parts[2] == "models" && (parts[4] == "load" || parts[4] == "unload")) {
       if (request.method != HttpMethod::kPost) return respond(MethodNotAllowed("POST"));
+      StatusOr<LoadOverride> override = LoadOverride{};
+      if (parts[4] == "load") {
+        override = ParseLoadRequest(request.body ? std::string_view(*request.body) : std::string_view());
+        if (!override.ok()) return respond(Error(override.status()));
+      }
       auto done = [respond = std::move(respond)](Status status) {
         respond(status.ok() ? Json(200, "{}") : Error(status));
       };
       std::string name(parts[3]);
-      if (parts[4] == "load")
-        server_->LoadModelAsync(std::move(name), std::move(done));
-      else
-        server_->UnloadModelAsync(std::move(name), std::move(done));
+      if (parts[4] == "unload") return server_->UnloadModelAsync(std::move(name), std::move(done));
+      server_->LoadModelAsync(std::move(name), std::move(override).value(), std::move(done));
       return;
     }
     respond(Error(404, "unknown path " + request.path));
