@@ -78,6 +78,20 @@ struct MutableBuffer {
 };
 MutableBuffer AllocateBuffer(size_t size);
 
+// While one is alive on a thread, AllocateBuffer there maps buffers of 1 MiB or more straight from
+// the system and unmaps them when they are freed, instead of taking them from glibc's heap. For a
+// session's plan-recording run (once per input shape set), which allocates every intermediate
+// once: freed into the heap, its buffers raised glibc's mmap threshold and stayed resident, and
+// the first run at a batch size after another was forgotten peaked ~80 MB (resnet50, batch 32)
+// above the same run alone. Steady-state runs use the arena and keep the heap's fast path.
+class ScopedMappedBuffers {
+ public:
+  ScopedMappedBuffers();
+  ~ScopedMappedBuffers();
+  ScopedMappedBuffers(const ScopedMappedBuffers&) = delete;
+  ScopedMappedBuffers& operator=(const ScopedMappedBuffers&) = delete;
+};
+
 // Wraps `size` bytes at `ptr`, kept alive by `owner`, as tensor data.
 template <typename Owner>
 std::shared_ptr<const uint8_t> AliasData(const std::shared_ptr<Owner>& owner, const void* ptr) {

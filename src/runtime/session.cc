@@ -4,6 +4,7 @@
 #include <chrono>
 #include <malloc.h>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
@@ -243,6 +244,8 @@ Status Session::Execute(std::span<const Tensor> inputs, ShapeSetId shape_set, co
     for (const auto& [id, tensor] : graph_.initializers) owners.emplace(tensor.data, kNoValue);
     for (const Tensor& input : inputs) owners.emplace(input.data, kNoValue);
   }
+  std::optional<ScopedMappedBuffers> mapped_buffers;
+  if (recording) mapped_buffers.emplace();
   std::vector<const Tensor*> node_inputs;
   std::vector<Tensor> node_outputs;
   const RunScope run_scope({tune_, tuning_cache_.get(), packed_weights_.get(), &scratch_, shape_set});
