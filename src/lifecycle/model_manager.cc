@@ -59,6 +59,10 @@ namespace {
 
 // Writes Triton's "file:" contents below a new private folder; returns the model folder in it.
 StatusOr<fs::path> WriteOverrideFiles(const std::string& name, const std::map<std::string, std::string>& files) {
+  // The name comes from the request's path: "." or ".." would put the folder outside its root.
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    return Status::InvalidArgument("'" + name + "' cannot be the name of a model loaded from file overrides");
+  }
   static std::atomic<uint64_t> loads{0};
   const fs::path root = fs::temp_directory_path() / ("inferd-load-" + std::to_string(::getpid()) + "-" +
                                                      std::to_string(loads.fetch_add(1)));
@@ -66,7 +70,7 @@ StatusOr<fs::path> WriteOverrideFiles(const std::string& name, const std::map<st
   for (const auto& [path, contents] : files) {
     const fs::path relative = fs::path(path).lexically_normal();
     const std::string first = relative.begin() == relative.end() ? "" : relative.begin()->string();
-    if (relative.is_absolute() || first == ".." || first == "." || VersionFolderNumber(first) == 0 ||
+    if (relative.is_absolute() || VersionFolderNumber(first) == 0 ||
         std::distance(relative.begin(), relative.end()) < 2) {
       fs::remove_all(root);
       return Status::InvalidArgument("model '" + name + "': file override 'file:" + path +

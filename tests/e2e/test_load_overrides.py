@@ -96,6 +96,21 @@ def test_malformed_overrides_get_a_clear_error_and_change_nothing(server, parame
     assert requests.get(server.url + "/v2/models/plus/config", timeout=5).json()["max_batch_size"] == 8
 
 
+def test_a_model_name_that_leaves_the_private_folder_is_refused(server, grpc_stubs):
+    # gRPC carries any name as it is (HTTP clients fold ".." out of the path).
+    pb, services = grpc_stubs[0], grpc_stubs[1]
+    stub = services.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_target))
+    for name in ("..", "a/b"):
+        request = pb.RepositoryModelLoadRequest(model_name=name)
+        request.parameters["config"].string_param = PLUS_CONFIG_JSON
+        request.parameters["file:1/model.onnx"].bytes_param = plus_model(4.0)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.RepositoryModelLoad(request, timeout=60)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+        assert "cannot be the name" in error.value.details()
+    assert http_answer(server) == 1.0
+
+
 def test_grpc_rejects_unknown_or_mistyped_load_parameters(server, grpc_stubs):
     pb, services = grpc_stubs[0], grpc_stubs[1]
     stub = services.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_target))
