@@ -164,6 +164,15 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto labels = VersionLabels(config); !labels.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[version_labels]") + ": " + labels.status().message());
   }
+  if (auto split = TrafficSplitParameter(config); !split.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[traffic_split]") + ": " + split.status().message());
+  }
+  for (const char* key : {"rollback_retention_seconds", "keep_warm_interval_seconds"}) {
+    if (auto seconds = SecondsParameter(config, key, 0); !seconds.ok()) {
+      return Status::InvalidArgument(Field(file, std::string("parameters[") + key + "]") + ": " +
+                                     seconds.status().message());
+    }
+  }
   RETURN_IF_ERROR(ValidateTensors(config.input(), file, "input", batching));
   RETURN_IF_ERROR(ValidateTensors(config.output(), file, "output", batching));
   if (config.has_dynamic_batching()) RETURN_IF_ERROR(ValidateDynamicBatching(config, file));
@@ -294,26 +303,77 @@ std::vector<int64_t> SelectVersions(const inference::ModelVersionPolicy& policy,
   return available;
 }
 
+namespace {
+
+// "key:number,key:number" (a parameter's entries), each number a positive integer (or, with
+// `allow_zero`, zero too). `shape` names the expected form in the message.
+StatusOr<std::vector<std::pair<std::string, int64_t>>> NumberedEntries(const std::string& text, bool allow_zero,
+                                                                       std::string_view shape) {
+  std::vector<std::pair<std::string, int64_t>> entries;
+  std::istringstream list(text);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    const size_t colon = entry.find(':');
+    int64_t number = -1;
+    size_t used = 0;
+    try {
+      if (colon != std::string::npos) number = std::stoll(entry.substr(colon + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (colon == std::string::npos || colon == 0 || number < (allow_zero ? 0 : 1) ||
+        used != entry.size() - colon - 1) {
+      return Status::InvalidArgument("entry '" + entry + "' is not " + std::string(shape));
+    }
+    entries.emplace_back(entry.substr(0, colon), number);
+  }
+  return entries;
+}
+
+}  // namespace
+
 StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelConfig& config) {
   std::map<std::string, int64_t, std::less<>> labels;
   const std::optional<std::string> text = ConfigParameter(config, "version_labels");
   if (!text) return labels;
-  std::istringstream entries(*text);
-  for (std::string entry; std::getline(entries, entry, ',');) {
-    const size_t colon = entry.find(':');
-    int64_t version = 0;
-    size_t used = 0;
-    try {
-      if (colon != std::string::npos) version = std::stoll(entry.substr(colon + 1), &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (colon == std::string::npos || colon == 0 || version <= 0 || used != entry.size() - colon - 1) {
-      return Status::InvalidArgument("entry '" + entry + "' is not label:version (e.g. stable:1,canary:2)");
-    }
-    labels[entry.substr(0, colon)] = version;
-  }
+  ASSIGN_OR_RETURN(auto entries, NumberedEntries(*text, false, "label:version (e.g. stable:1,canary:2)"));
+  for (auto& [label, version] : entries) labels[label] = version;
   return labels;
+}
+
+StatusOr<std::map<int64_t, uint32_t>> TrafficSplitParameter(const ModelConfig& config) {
+  std::map<int64_t, uint32_t> split;
+  const std::optional<std::string> text = ConfigParameter(config, "traffic_split");
+  if (!text) return split;
+  ASSIGN_OR_RETURN(auto entries, NumberedEntries(*text, true, "version:weight (e.g. 1:95,2:5)"));
+  uint64_t total = 0;
+  for (const auto& [version_text, weight] : entries) {
+    const bool digits = version_text.find_first_not_of("0123456789") == std::string::npos && version_text.size() < 19;
+    const int64_t version = digits ? std::stoll(version_text) : 0;
+    if (version <= 0) return Status::InvalidArgument("'" + version_text + "' is not a version number (e.g. 1:95,2:5)");
+    if (weight > 1000000) return Status::InvalidArgument("weight " + std::to_string(weight) + " is above 1000000");
+    if (!split.emplace(version, static_cast<uint32_t>(weight)).second) {
+      return Status::InvalidArgument("version " + version_text + " is given twice");
+    }
+    total += static_cast<uint64_t>(weight);
+  }
+  if (total == 0) return Status::InvalidArgument("the weights add up to 0");
+  return split;
+}
+
+StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback) {
+  const std::optional<std::string> text = ConfigParameter(config, key);
+  if (!text) return fallback;
+  int64_t seconds = -1;
+  size_t used = 0;
+  try {
+    seconds = std::stoll(*text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text->size() || seconds < 0) {
+    return Status::InvalidArgument("'" + *text + "' is not a whole number of seconds");
+  }
+  return seconds;
 }
 
 StatusOr<std::vector<int64_t>> PlannedBatchSizes(const ModelConfig& config) {

@@ -53,6 +53,15 @@ std::optional<std::string> ConfigParameter(const ModelConfig& config, const std:
 // (checked at load by ValidateModelConfig).
 StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelConfig& config);
 
+// parameters { key: "traffic_split" value: { string_value: "1:95,2:5" } }: version -> weight, the
+// share of the requests that name no version (lifecycle/traffic.h). Empty without the parameter;
+// an error when malformed or when the weights add up to 0 (checked at load).
+StatusOr<std::map<int64_t, uint32_t>> TrafficSplitParameter(const ModelConfig& config);
+
+// A parameter holding whole seconds (rollback_retention_seconds, keep_warm_interval_seconds):
+// `fallback` when absent, an error when it is not a non-negative integer (checked at load).
+StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback);
+
 // The batch sizes a model that prepares itself per input shape (kernel tuning, memory planning)
 // gets ready for at load, largest first (instances/planned_batches.h). From
 //   parameters { key: "planned_batch_sizes" value: { string_value: "1,2,4,8" | "all" | "none" } }

@@ -23,7 +23,16 @@ InferenceServer::InferenceServer(ServerOptions options)
       models_(std::make_unique<ModelManager>(ModelManager::Options{options_.repositories, options_.threads},
                                              backends_.get(), &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
+  RegisterRolloutMetricFamilies(&metrics_);
   RegisterProcessMetrics(&metrics_);
+  rollouts_ = std::make_unique<RolloutController>(models_.get(), &metrics_, [this](const std::string& model, int64_t version) {
+    PostLifecycleTask([this, model, version] {
+      if (Status status = models_->RetireVersion(model, version); !status.ok()) {
+        spdlog::warn("retiring model '{}' version {}: {}", model, version, status.message());
+      }
+    });
+  });
+  rollouts_->StartThread();
   lifecycle_thread_ = std::thread([this] { RunLifecycleTasks(); });
 }
 
@@ -37,6 +46,7 @@ void InferenceServer::Shutdown() {
   }
   tasks_cv_.NotifyAll();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
+  rollouts_.reset();  // its thread reads the models
   models_->UnloadAll();
 }
 
@@ -112,7 +122,7 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
     FinishRequest();
   };
   if (draining_.load()) return finish(Status::Unavailable("server is shutting down"));
-  auto model = models_->Find(request->model_name, request->model_version);
+  auto model = models_->Route(request->model_name, request->model_version, request->id);
   if (!model.ok()) return finish(model.status());
   auto validated = ValidateRequest((*model)->config(), std::move(request));
   if (!validated.ok()) return finish(validated.status());
@@ -171,6 +181,7 @@ void InferenceServer::PollRepositories(RepositoryPoller* poller) {
   for (const std::string& name : actions.unload) {
     spdlog::info("repository poll: model '{}' is gone, unloading", name);
     (void)models_->Unload(name);
+    rollouts_->Forget(name);
   }
 }
 
@@ -194,8 +205,45 @@ void InferenceServer::LoadModelAsync(std::string name, LoadOverride override, st
 }
 
 void InferenceServer::UnloadModelAsync(std::string name, std::function<void(Status)> done) {
-  PostModelControl([this, name = std::move(name)] { return models_->Unload(name); }, std::move(done));
+  PostModelControl(
+      [this, name = std::move(name)] {
+        Status status = models_->Unload(name);
+        if (status.ok()) rollouts_->Forget(name);
+        return status;
+      },
+      std::move(done));
 }
+
+Status InferenceServer::SetTraffic(const std::string& model, std::optional<TrafficSplit> split,
+                                   std::optional<VersionLabelMap> labels) {
+  if (split) {
+    if (auto rollout = rollouts_->Get(model); rollout.ok() && rollout->phase == RolloutPhase::kRunning) {
+      return Status::FailedPrecondition("model '" + model + "': a rollout of version " +
+                                        std::to_string(rollout->plan.version) +
+                                        " drives its traffic split; roll it back first");
+    }
+  }
+  return models_->SetTraffic(model, std::move(split), std::move(labels));
+}
+
+StatusOr<ModelTraffic> InferenceServer::Traffic(std::string_view model) const { return models_->Traffic(model); }
+
+StatusOr<int64_t> InferenceServer::VersionForLabel(std::string_view model, std::string_view label) const {
+  ASSIGN_OR_RETURN(ModelTraffic traffic, models_->Traffic(model));
+  auto it = traffic.labels.find(label);
+  if (it == traffic.labels.end()) {
+    return Status::NotFound("model '" + std::string(model) + "' has no version label '" + std::string(label) + "'");
+  }
+  return it->second;
+}
+
+StatusOr<RolloutStatus> InferenceServer::StartRollout(const std::string& model, RolloutPlan plan) {
+  return rollouts_->Start(model, std::move(plan));
+}
+
+StatusOr<RolloutStatus> InferenceServer::RollbackRollout(const std::string& model) { return rollouts_->Rollback(model); }
+
+StatusOr<RolloutStatus> InferenceServer::Rollout(const std::string& model) const { return rollouts_->Get(model); }
 
 void InferenceServer::CancelQueued() {
   for (auto& model : models_->AllLoaded()) model->CancelQueued();

@@ -19,6 +19,8 @@
 #include "core/model_view.h"
 #include "common/load_override.h"
 #include "lifecycle/model_state.h"
+#include "lifecycle/rollout.h"
+#include "lifecycle/traffic.h"
 #include "metrics/metrics_registry.h"
 
 namespace inferd {
@@ -74,6 +76,17 @@ class InferenceServer {
   std::vector<IndexEntry> RepositoryIndex() const;
   ModelControlMode control_mode() const { return options_.control_mode; }
 
+  // Traffic between a model's versions, for requests that name none (lifecycle/traffic.h). A split
+  // cannot be set by hand while a rollout drives it.
+  Status SetTraffic(const std::string& model, std::optional<TrafficSplit> split, std::optional<VersionLabelMap> labels);
+  StatusOr<ModelTraffic> Traffic(std::string_view model) const;
+  // TF Serving's /labels/L: the version the label names now.
+  StatusOr<int64_t> VersionForLabel(std::string_view model, std::string_view label) const;
+  // Canary rollouts (lifecycle/rollout.h).
+  StatusOr<RolloutStatus> StartRollout(const std::string& model, RolloutPlan plan);
+  StatusOr<RolloutStatus> RollbackRollout(const std::string& model);
+  StatusOr<RolloutStatus> Rollout(const std::string& model) const;
+
   // Load and unload run on the lifecycle thread; `done` is called there.
   void LoadModelAsync(std::string name, LoadOverride override, std::function<void(Status)> done);
   void UnloadModelAsync(std::string name, std::function<void(Status)> done);
@@ -107,6 +120,7 @@ class InferenceServer {
   MetricsRegistry metrics_;
   std::unique_ptr<BackendRegistry> backends_;
   std::unique_ptr<ModelManager> models_;
+  std::unique_ptr<RolloutController> rollouts_;
 
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> inflight_{0};

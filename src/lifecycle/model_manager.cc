@@ -145,6 +145,34 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelCon
   return ModelVersion::Load(config, version, version_dir, context);
 }
 
+namespace {
+
+// The config as it matters to a loaded version: the parameters that only steer traffic between
+// versions are left out, so changing them does not reload the versions.
+std::string ServingConfigBytes(const ModelConfig& config) {
+  ModelConfig serving = config;
+  for (const char* key : {"traffic_split", "version_labels", "rollback_retention_seconds"}) {
+    serving.mutable_parameters()->erase(key);
+  }
+  return serving.SerializeAsString();
+}
+
+// A split in the config must give its shares to versions the version_policy loads.
+Status CheckSplitVersions(const ModelConfig& config, const std::vector<int64_t>& versions) {
+  auto split = TrafficSplitParameter(config);
+  if (!split.ok()) return split.status();
+  for (const auto& [version, weight] : *split) {
+    if (weight > 0 && std::find(versions.begin(), versions.end(), version) == versions.end()) {
+      return Status::InvalidArgument("model '" + config.name() + "': parameters[traffic_split] gives version " +
+                                     std::to_string(version) + " a share, but it is not loaded (not on disk, or not "
+                                     "selected by version_policy)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void ModelManager::CountLoadFailure(const std::string& name) {
   metrics_->AddCounter("inferd_model_load_failures_total", {{"model", name}})->Increment();
 }
@@ -162,7 +190,16 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
                      Status::NotFound("model '" + source.name +
                                       "': no version folder (a positive integer) in " + source.dir.string()));
   }
-  std::vector<int64_t> versions = SelectVersions(config.version_policy(), source.versions);
+  if (auto previous = records_.find(source.name); previous != records_.end()) {
+    for (int64_t version : previous->second.retired_versions) {
+      if (!changed_versions.contains(version)) record.retired_versions.insert(version);
+    }
+  }
+  std::vector<int64_t> on_disk;
+  for (int64_t version : source.versions) {
+    if (!record.retired_versions.contains(version)) on_disk.push_back(version);
+  }
+  std::vector<int64_t> versions = SelectVersions(config.version_policy(), on_disk);
   if (versions.empty()) {
     return FailModel(
         source.name, std::move(record), std::move(next),
@@ -171,12 +208,13 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
   // What config.pbtxt left out comes from the newest served version's model file.
   Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
   if (completed.ok()) completed = ValidateModelConfig(config, "model '" + source.name + "' (completed config)");
+  if (completed.ok()) completed = CheckSplitVersions(config, versions);
   if (!completed.ok()) return FailModel(source.name, std::move(record), std::move(next), completed);
-  const std::string config_bytes = config.SerializeAsString();
+  const std::string config_bytes = ServingConfigBytes(config);
   VersionMap loaded;
   for (int64_t version : versions) {
     auto current = serving.find(version);
-    if (current != serving.end() && current->second->config().SerializeAsString() == config_bytes &&
+    if (current != serving.end() && ServingConfigBytes(current->second->config()) == config_bytes &&
         !changed_versions.contains(version)) {
       loaded[version] = current->second;  // unchanged: keep serving it
       continue;
@@ -208,6 +246,7 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
                       : Status::InvalidArgument(record.failed_versions.begin()->second);
   records_[source.name] = record;
   Publish(std::move(next));
+  traffic_.ApplyConfig(config);
   return status;
 }
 
@@ -265,7 +304,101 @@ Status ModelManager::Unload(const std::string& name) {
   ServingTable next = table_;
   next.erase(name);
   Publish(std::move(next));
+  traffic_.Remove(name);
   return Status::Ok();
+}
+
+Status ModelManager::RetireVersion(const std::string& name, int64_t version) {
+  MutexLock lock(&write_mu_);
+  auto model = table_.find(name);
+  if (model == table_.end() || !model->second.contains(version)) {
+    return Status::NotFound("model '" + name + "' has no loaded version " + std::to_string(version));
+  }
+  if (model->second.size() == 1) {
+    return Status::FailedPrecondition("model '" + name + "': version " + std::to_string(version) +
+                                      " is its only loaded version");
+  }
+  records_[name].retired_versions.insert(version);
+  ServingTable next = table_;
+  next[name].erase(version);
+  Publish(std::move(next));
+  return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Route(std::string_view name, int64_t version,
+                                                           std::string_view request_id) const {
+  if (version != 0) return Find(name, version);
+  std::shared_ptr<const ModelTraffic> traffic = traffic_.Find(name);
+  if (traffic == nullptr || traffic->split.empty()) return Find(name, 0);
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  auto model = table->find(name);
+  if (model == table->end()) return Status::NotFound("unknown model '" + std::string(name) + "'");
+  const VersionMap& loaded = model->second;
+  const int64_t chosen = PickVersion(traffic->split, TrafficTicket(request_id),
+                                     [&loaded](int64_t v) { return loaded.contains(v); });
+  return chosen == 0 ? loaded.rbegin()->second : loaded.at(chosen);
+}
+
+Status ModelManager::SetTraffic(const std::string& name, std::optional<TrafficSplit> split,
+                                std::optional<VersionLabelMap> labels) {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  auto model = table->find(name);
+  if (model == table->end()) return Status::NotFound("model '" + name + "' is not loaded");
+  const VersionMap& loaded = model->second;
+  if (split) {
+    uint64_t total = 0;
+    for (const auto& [version, weight] : *split) {
+      if (weight > 0 && !loaded.contains(version)) {
+        return Status::InvalidArgument("model '" + name + "': version " + std::to_string(version) +
+                                       " is given a share of traffic but is not loaded");
+      }
+      total += weight;
+    }
+    if (!split->empty() && total == 0) {
+      return Status::InvalidArgument("model '" + name + "': the traffic split's weights add up to 0");
+    }
+  }
+  if (labels) {
+    for (const auto& [label, version] : *labels) {
+      if (!loaded.contains(version)) {
+        return Status::InvalidArgument("model '" + name + "': label '" + label + "' names version " +
+                                       std::to_string(version) + ", which is not loaded");
+      }
+    }
+  }
+  if (split) traffic_.SetSplit(name, std::move(*split));
+  if (labels) traffic_.SetLabels(name, std::move(*labels));
+  return Status::Ok();
+}
+
+StatusOr<ModelTraffic> ModelManager::Traffic(std::string_view name) const {
+  if (!snapshot_.load()->contains(name)) return Status::NotFound("model '" + std::string(name) + "' is not loaded");
+  std::shared_ptr<const ModelTraffic> traffic = traffic_.Find(name);
+  return traffic ? *traffic : ModelTraffic{};
+}
+
+StatusOr<int64_t> ModelManager::BusiestVersion(std::string_view name, int64_t except) const {
+  std::shared_ptr<const ServingTable> table = snapshot_.load();
+  auto model = table->find(name);
+  if (model == table->end()) return Status::NotFound("model '" + std::string(name) + "' is not loaded");
+  int64_t busiest = 0;
+  uint32_t most = 0;
+  if (std::shared_ptr<const ModelTraffic> traffic = traffic_.Find(name)) {
+    for (const auto& [version, weight] : traffic->split) {
+      if (version != except && weight > most && model->second.contains(version)) {
+        busiest = version;
+        most = weight;
+      }
+    }
+  }
+  for (auto it = model->second.rbegin(); busiest == 0 && it != model->second.rend(); ++it) {
+    if (it->first != except) busiest = it->first;
+  }
+  if (busiest == 0) {
+    return Status::FailedPrecondition("model '" + std::string(name) + "' has no loaded version besides " +
+                                      std::to_string(except) + " to compare it with");
+  }
+  return busiest;
 }
 
 void ModelManager::UnloadAll() {

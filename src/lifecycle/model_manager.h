@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "lifecycle/model_repository.h"
 #include "lifecycle/model_state.h"
 #include "lifecycle/model_version.h"
+#include "lifecycle/traffic.h"
 
 namespace inferd {
 
@@ -54,6 +56,23 @@ class ModelManager {
 
   // version 0: the newest loaded version.
   StatusOr<std::shared_ptr<ModelVersion>> Find(std::string_view name, int64_t version) const;
+  // The version that serves a request: the one it names, or (version 0) the one the model's
+  // traffic split places its id on (lifecycle/traffic.h), or the newest.
+  StatusOr<std::shared_ptr<ModelVersion>> Route(std::string_view name, int64_t version,
+                                                std::string_view request_id) const;
+
+  // Sets a model's split and/or labels at run time. Every version given a weight above 0 or a
+  // label must be loaded; the weights must not all be 0. Takes effect for the next request.
+  Status SetTraffic(const std::string& name, std::optional<TrafficSplit> split,
+                    std::optional<VersionLabelMap> labels);
+  // A loaded model's split and labels (empty ones when none were set).
+  StatusOr<ModelTraffic> Traffic(std::string_view name) const;
+  // The loaded version other than `except` that takes the most traffic now: the heaviest in the
+  // split, or without one the newest.
+  StatusOr<int64_t> BusiestVersion(std::string_view name, int64_t except) const;
+  // Unloads one version (a rollout's baseline after its retention) and keeps it out of later
+  // reloads until its folder changes or the model is unloaded. Not the model's last version.
+  Status RetireVersion(const std::string& name, int64_t version);
   std::vector<std::shared_ptr<ModelVersion>> AllLoaded() const;
   // The loaded versions of one model, ascending (empty when none).
   std::vector<std::shared_ptr<ModelVersion>> LoadedVersions(std::string_view name) const;
@@ -79,6 +98,8 @@ class ModelManager {
     // The failed load was a reload: what served before serves on, so readiness holds (a bad push
     // must not take every replica out of service).
     bool still_serving = false;
+    // Versions unloaded after a rollout's retention, left out of reloads (RetireVersion).
+    std::set<int64_t> retired_versions;
   };
 
   Status LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions = {}) REQUIRES(write_mu_);
@@ -111,6 +132,7 @@ class ModelManager {
   std::map<std::string, ModelRecord, std::less<>> records_ GUARDED_BY(write_mu_);
   ServingTable table_ GUARDED_BY(write_mu_);  // the latest published copy
   std::atomic<std::shared_ptr<const ServingTable>> snapshot_;
+  TrafficTable traffic_;  // changed without write_mu_: a rollback must not wait for a load
   // A copy of records_ for readers, so Index() never waits behind a slow load.
   mutable Mutex index_mu_;
   std::map<std::string, ModelRecord, std::less<>> index_records_ GUARDED_BY(index_mu_);

@@ -128,6 +128,7 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
   if (result.ok()) {
     const int64_t queue_ns = NanosBetween(timings.enqueued, timings.exec_start);
     stats_.success.Add(total_ns);
+    latency_.Observe(total_ns);
     stats_.queue.Add(queue_ns);
     stats_.compute_input.Add(NanosBetween(timings.exec_start, timings.input_done));
     stats_.compute_infer.Add(NanosBetween(timings.input_done, timings.infer_done));

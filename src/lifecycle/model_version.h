@@ -17,6 +17,7 @@
 #include "lifecycle/model_metrics.h"
 #include "lifecycle/model_stats.h"
 #include "lifecycle/response_orderer.h"
+#include "metrics/latency_histogram.h"
 #include "scheduler/scheduler.h"
 
 namespace inferd {
@@ -49,6 +50,8 @@ class ModelVersion {
   const std::string& name() const { return config_.name(); }
   int64_t version() const { return version_; }
   const ModelStats& stats() const { return stats_; }
+  // End-to-end latency of successful requests, fine-grained: a rollout compares versions by it.
+  const LatencyHistogram& latency() const { return latency_; }
   size_t QueueDepth() const { return scheduler_->QueueDepth(); }
 
  private:
@@ -62,6 +65,7 @@ class ModelVersion {
   const int64_t version_;
   const Clock* clock_;
   ModelStats stats_;
+  LatencyHistogram latency_;
   ModelMetrics metrics_;
   std::unique_ptr<ResponseOrderer> orderer_;  // set when dynamic_batching.preserve_ordering
   std::unique_ptr<Scheduler> scheduler_;

@@ -1,5 +1,7 @@
 #include "frontends/grpc/grpc_codec.h"
 
+#include <cmath>
+
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -273,6 +275,62 @@ StatusOr<LoadOverride> ParseLoadParameters(const inference::RepositoryModelLoadR
     }
   }
   return override;
+}
+
+StatusOr<TrafficChange> ParseTrafficChange(const lifecycle::TrafficRequest& request) {
+  TrafficChange change;
+  if (request.has_split()) {
+    change.split.emplace();
+    for (const auto& [version, weight] : request.split().weights()) {
+      if (version <= 0) return Status::InvalidArgument("split: " + std::to_string(version) + " is not a version");
+      if (weight > 1000000) {
+        return Status::InvalidArgument("split: the weight of version " + std::to_string(version) + " is above 1000000");
+      }
+      (*change.split)[version] = weight;
+    }
+  }
+  if (request.has_labels()) {
+    change.labels.emplace();
+    for (const auto& [label, version] : request.labels().labels()) {
+      if (label.empty() || version <= 0) {
+        return Status::InvalidArgument("labels: '" + label + "' -> " + std::to_string(version) +
+                                       " is not a label and a version");
+      }
+      (*change.labels)[label] = version;
+    }
+  }
+  if (!change.split && !change.labels) return Status::InvalidArgument("SetTraffic needs a split or labels");
+  return change;
+}
+
+StatusOr<RolloutPlan> ParseRolloutPlan(const lifecycle::RolloutPlan& message) {
+  RolloutPlan plan;
+  if (message.version() <= 0) return Status::InvalidArgument("the rollout plan needs 'version': the version to roll out");
+  plan.version = message.version();
+  if (message.baseline() < 0) return Status::InvalidArgument("the rollout's 'baseline' must be a version");
+  plan.baseline = message.baseline();
+  if (message.steps_size() > 0) plan.steps.assign(message.steps().begin(), message.steps().end());
+  if (message.has_dwell_seconds()) {
+    const double seconds = message.dwell_seconds();
+    if (!(seconds >= 0 && seconds <= 86400.0 * 365)) return Status::InvalidArgument("'dwell_seconds' must be within a year");
+    plan.dwell = std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+  }
+  if (message.has_max_error_rate()) plan.max_error_rate = message.max_error_rate();
+  if (message.has_max_p99_ratio()) plan.max_p99_ratio = message.max_p99_ratio();
+  if (message.has_min_requests()) plan.min_requests = message.min_requests();
+  if (message.has_retention_seconds()) plan.retention_seconds = message.retention_seconds();
+  return plan;
+}
+
+void EncodeRolloutPlan(const RolloutPlan& plan, lifecycle::RolloutPlan* out) {
+  out->set_version(plan.version);
+  out->set_baseline(plan.baseline);
+  for (uint32_t step : plan.steps) out->add_steps(step);
+  out->set_dwell_seconds(static_cast<double>(plan.dwell.count()) / 1e3);
+  out->set_max_error_rate(plan.max_error_rate);
+  out->set_max_p99_ratio(plan.max_p99_ratio);
+  out->set_min_requests(plan.min_requests);
+  if (plan.retention_seconds) out->set_retention_seconds(*plan.retention_seconds);
 }
 
 }  // namespace inferd

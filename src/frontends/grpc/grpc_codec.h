@@ -6,7 +6,9 @@
 
 #include "common/infer_request.h"
 #include "common/load_override.h"
+#include "common/traffic_plan.h"
 #include "grpc_service.pb.h"
+#include "lifecycle.pb.h"
 
 namespace inferd {
 
@@ -27,6 +29,12 @@ void EncodeModelInferRequest(const InferRequest& request, inference::ModelInferR
 // Triton's load parameters: "config" (string_param, the config as JSON) and "file:<path>"
 // (bytes_param, the file's contents). Anything else is INVALID_ARGUMENT.
 StatusOr<LoadOverride> ParseLoadParameters(const inference::RepositoryModelLoadRequest& request);
+
+// inferd.lifecycle's SetTraffic and StartRollout, into the same types the HTTP routes parse.
+StatusOr<TrafficChange> ParseTrafficChange(const lifecycle::TrafficRequest& request);
+StatusOr<RolloutPlan> ParseRolloutPlan(const lifecycle::RolloutPlan& plan);
+// The plan as the service answers it.
+void EncodeRolloutPlan(const RolloutPlan& plan, lifecycle::RolloutPlan* out);
 
 StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference::ModelInferResponse> message);
 

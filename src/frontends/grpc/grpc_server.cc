@@ -15,6 +15,7 @@
 #include "frontends/grpc/stream_infer_call.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
+#include "lifecycle.grpc.pb.h"
 #include "inferd_version.h"
 
 namespace inferd {
@@ -62,6 +63,36 @@ void DescribeStats(const ModelView& model, inference::ModelStatistics* out) {
   CopyDuration(stats.compute_input, inference->mutable_compute_input());
   CopyDuration(stats.compute_infer, inference->mutable_compute_infer());
   CopyDuration(stats.compute_output, inference->mutable_compute_output());
+}
+
+void DescribeTraffic(const std::string& model, const ModelTraffic& traffic, lifecycle::TrafficResponse* out) {
+  out->set_model_name(model);
+  auto* weights = out->mutable_split()->mutable_weights();
+  for (const auto& [version, weight] : traffic.split) (*weights)[version] = weight;
+  auto* labels = out->mutable_labels()->mutable_labels();
+  for (const auto& [label, version] : traffic.labels) (*labels)[label] = version;
+}
+
+void DescribeWindow(const StepWindow& window, lifecycle::StepWindow* out) {
+  out->set_requests(window.requests);
+  out->set_errors(window.errors);
+  out->set_p99_ms(window.p99_seconds * 1e3);
+}
+
+grpc::Status DescribeRollout(const StatusOr<RolloutStatus>& status, lifecycle::RolloutResponse* out) {
+  if (!status.ok()) return ToGrpcStatus(status.status());
+  out->set_model_name(status->model);
+  EncodeRolloutPlan(status->plan, out->mutable_plan());
+  out->set_state(std::string(RolloutPhaseName(status->phase)));
+  out->set_step(static_cast<uint32_t>(status->step + 1));
+  out->set_percent(status->percent);
+  out->set_in_step_seconds(static_cast<double>(status->in_step.count()) / 1e3);
+  out->set_reason(status->reason);
+  DescribeWindow(status->candidate, out->mutable_observed());
+  DescribeWindow(status->baseline, out->mutable_baseline_observed());
+  out->set_baseline_retired(status->baseline_retired);
+  out->set_retire_in_seconds(status->retire_in_seconds);
+  return grpc::Status::OK;
 }
 
 }  // namespace
@@ -209,6 +240,37 @@ class GrpcServer::Handlers {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetTraffic(const lifecycle::TrafficRequest& request, lifecycle::TrafficResponse* response) {
+    auto traffic = server_->Traffic(request.model_name());
+    if (!traffic.ok()) return Error(traffic.status());
+    DescribeTraffic(request.model_name(), *traffic, response);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SetTraffic(const lifecycle::TrafficRequest& request, lifecycle::TrafficResponse* response) {
+    auto change = ParseTrafficChange(request);
+    if (!change.ok()) return Error(change.status());
+    if (Status status = server_->SetTraffic(request.model_name(), std::move(change->split), std::move(change->labels));
+        !status.ok()) {
+      return Error(status);
+    }
+    return GetTraffic(request, response);
+  }
+
+  grpc::Status StartRollout(const lifecycle::StartRolloutRequest& request, lifecycle::RolloutResponse* response) {
+    auto plan = ParseRolloutPlan(request.plan());
+    if (!plan.ok()) return Error(plan.status());
+    return DescribeRollout(server_->StartRollout(request.model_name(), std::move(plan).value()), response);
+  }
+
+  grpc::Status GetRollout(const lifecycle::RolloutRequest& request, lifecycle::RolloutResponse* response) {
+    return DescribeRollout(server_->Rollout(request.model_name()), response);
+  }
+
+  grpc::Status RollbackRollout(const lifecycle::RolloutRequest& request, lifecycle::RolloutResponse* response) {
+    return DescribeRollout(server_->RollbackRollout(request.model_name()), response);
+  }
+
  private:
   StatusOr<ModelView> Find(const std::string& name, const std::string& version_text) {
     ASSIGN_OR_RETURN(int64_t version, VersionFrom(version_text));
@@ -264,6 +326,7 @@ std::unique_ptr<UnaryRoute> Route(
 struct GrpcServer::Services {
   inference::GRPCInferenceService::AsyncService inference;
   grpc::health::v1::Health::AsyncService health;
+  lifecycle::Lifecycle::AsyncService lifecycle;
 };
 
 GrpcServer::GrpcServer(GrpcServerOptions options, InferenceServer* server)
@@ -309,6 +372,15 @@ void GrpcServer::AddRoutes() {
       kInferCallsOffered));
   routes_.push_back(Route(queues, &services_->health, &Health::AsyncService::RequestCheck,
                           AtOnce(handlers, &Handlers::HealthCheck)));
+  using Lifecycle = lifecycle::Lifecycle::AsyncService;
+  Lifecycle* lifecycle = &services_->lifecycle;
+  routes_.push_back(Route(queues, lifecycle, &Lifecycle::RequestGetTraffic, AtOnce(handlers, &Handlers::GetTraffic)));
+  routes_.push_back(Route(queues, lifecycle, &Lifecycle::RequestSetTraffic, AtOnce(handlers, &Handlers::SetTraffic)));
+  routes_.push_back(
+      Route(queues, lifecycle, &Lifecycle::RequestStartRollout, AtOnce(handlers, &Handlers::StartRollout)));
+  routes_.push_back(Route(queues, lifecycle, &Lifecycle::RequestGetRollout, AtOnce(handlers, &Handlers::GetRollout)));
+  routes_.push_back(
+      Route(queues, lifecycle, &Lifecycle::RequestRollbackRollout, AtOnce(handlers, &Handlers::RollbackRollout)));
 }
 
 Status GrpcServer::Start() {
@@ -327,6 +399,7 @@ Status GrpcServer::Start() {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, options_.http2_max_ping_strikes);
   builder.RegisterService(&services_->inference);
   builder.RegisterService(&services_->health);
+  builder.RegisterService(&services_->lifecycle);
   queues_ = std::make_unique<CallQueues>(
       builder, options_.call_threads > 0 ? options_.call_threads : DefaultCallThreads());
   grpc_server_ = builder.BuildAndStart();

@@ -165,4 +165,89 @@ std::string ReadyJson(const std::string& name, bool ready, const std::string& re
   return Done(buffer);
 }
 
+namespace {
+
+void WriteWindow(JsonWriter& w, const char* key, const StepWindow& window) {
+  w.Key(key);
+  w.StartObject();
+  w.Key("requests");
+  w.Uint64(window.requests);
+  w.Key("errors");
+  w.Uint64(window.errors);
+  w.Key("p99_ms");
+  w.Double(window.p99_seconds * 1e3);
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string TrafficJson(const std::string& model, const ModelTraffic& traffic) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("model");
+  Str(w, model);
+  w.Key("split");
+  w.StartObject();
+  for (const auto& [version, weight] : traffic.split) {
+    Str(w, std::to_string(version));
+    w.Uint(weight);
+  }
+  w.EndObject();
+  w.Key("labels");
+  w.StartObject();
+  for (const auto& [label, version] : traffic.labels) {
+    Str(w, label);
+    w.Int64(version);
+  }
+  w.EndObject();
+  w.EndObject();
+  return Done(buffer);
+}
+
+std::string RolloutJson(const RolloutStatus& status) {
+  const RolloutPlan& plan = status.plan;
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("model");
+  Str(w, status.model);
+  w.Key("version");
+  w.Int64(plan.version);
+  w.Key("baseline");
+  w.Int64(plan.baseline);
+  w.Key("state");
+  w.String(RolloutPhaseName(status.phase).data());
+  w.Key("steps");
+  w.StartArray();
+  for (uint32_t step : plan.steps) w.Uint(step);
+  w.EndArray();
+  w.Key("step");
+  w.Uint64(status.step + 1);
+  w.Key("percent");
+  w.Uint(status.percent);
+  w.Key("dwell_seconds");
+  w.Double(static_cast<double>(plan.dwell.count()) / 1e3);
+  w.Key("in_step_seconds");
+  w.Double(static_cast<double>(status.in_step.count()) / 1e3);
+  w.Key("max_error_rate");
+  w.Double(plan.max_error_rate);
+  w.Key("max_p99_ratio");
+  w.Double(plan.max_p99_ratio);
+  w.Key("min_requests");
+  w.Uint64(plan.min_requests);
+  w.Key("retention_seconds");
+  w.Int64(plan.retention_seconds.value_or(0));
+  w.Key("reason");
+  Str(w, status.reason);
+  WriteWindow(w, "observed", status.candidate);
+  WriteWindow(w, "baseline_observed", status.baseline);
+  w.Key("baseline_retired");
+  w.Bool(status.baseline_retired);
+  w.Key("retire_in_seconds");
+  w.Int64(status.retire_in_seconds);
+  w.EndObject();
+  return Done(buffer);
+}
+
 }  // namespace inferd

@@ -7,6 +7,8 @@
 
 #include "core/model_view.h"
 #include "lifecycle/model_state.h"
+#include "lifecycle/rollout.h"
+#include "lifecycle/traffic.h"
 
 namespace inferd {
 
@@ -16,5 +18,9 @@ std::string ModelMetadataJson(const ModelView& model, const std::vector<int64_t>
 std::string ModelStatsJson(const std::vector<ModelView>& models);
 std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries);
 std::string ReadyJson(const std::string& name, bool ready, const std::string& reason);
+// {"model": M, "split": {"1": 95, "2": 5}, "labels": {"stable": 1}}
+std::string TrafficJson(const std::string& model, const ModelTraffic& traffic);
+// A rollout's plan, state and the current step's observations (docs/ARCHITECTURE.md, "Rollouts").
+std::string RolloutJson(const RolloutStatus& status);
 
 }  // namespace inferd

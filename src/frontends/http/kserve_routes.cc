@@ -8,6 +8,7 @@
 #include "frontends/http/http_responses.h"
 #include "frontends/http/kserve_codec.h"
 #include "frontends/http/kserve_json.h"
+#include "frontends/http/lifecycle_codec.h"
 
 namespace inferd {
 namespace {
@@ -70,6 +71,10 @@ class KServeRoutes {
     auto target = ParseModelTarget(parts);
     if (!target.ok()) return respond(Error(target.status()));
     const std::string& action = target->action;
+    if (action == "traffic" || action == "rollout") {
+      if (target->version != 0) return respond(Error(404, "unknown path " + request.path + " (no version in it)"));
+      return respond(action == "traffic" ? Traffic(request, target->name) : Rollout(request, target->name));
+    }
     const bool post = action == "infer";
     if (action != "" && action != "ready" && action != "infer" && action != "config" && action != "stats") {
       return respond(Error(404, "unknown path " + request.path));
@@ -89,6 +94,37 @@ class KServeRoutes {
     std::vector<int64_t> versions;
     for (const ModelView& version : loaded) versions.push_back(version.version());
     respond(Json(200, ModelMetadataJson(*model, versions)));
+  }
+
+  static std::string_view Body(const HttpRequest& request) {
+    return request.body ? std::string_view(*request.body) : std::string_view();
+  }
+
+  // GET: the split and labels in force. POST {"split": ..., "labels": ...}: changes them.
+  HttpResponse Traffic(const HttpRequest& request, const std::string& model) {
+    if (request.method == HttpMethod::kPost) {
+      auto change = ParseTrafficRequest(Body(request));
+      if (!change.ok()) return Error(change.status());
+      if (Status status = server_->SetTraffic(model, std::move(change->split), std::move(change->labels)); !status.ok())
+        return Error(status);
+    } else if (request.method != HttpMethod::kGet) {
+      return MethodNotAllowed("GET, POST");
+    }
+    auto traffic = server_->Traffic(model);
+    if (!traffic.ok()) return Error(traffic.status());
+    return Json(200, TrafficJson(model, *traffic));
+  }
+
+  // GET: the rollout's state. POST a plan: starts it; POST {"action": "rollback"}: rolls back.
+  HttpResponse Rollout(const HttpRequest& request, const std::string& model) {
+    if (request.method != HttpMethod::kPost && request.method != HttpMethod::kGet) return MethodNotAllowed("GET, POST");
+    auto status = [&]() -> StatusOr<RolloutStatus> {
+      if (request.method == HttpMethod::kGet) return server_->Rollout(model);
+      ASSIGN_OR_RETURN(RolloutRequest parsed, ParseRolloutRequest(Body(request)));
+      return parsed.rollback ? server_->RollbackRollout(model) : server_->StartRollout(model, parsed.plan);
+    }();
+    if (!status.ok()) return Error(status.status());
+    return Json(200, RolloutJson(*status));
   }
 
   // Ready: 200. Known and not ready: 503 with the reason. Unknown: 404.

@@ -203,13 +203,7 @@ class TfServingRoutes {
 
  private:
   Status ResolveLabel(TfTarget* target) {
-    ASSIGN_OR_RETURN(ModelView newest, server_->FindModel(target->name, 0));
-    ASSIGN_OR_RETURN(auto labels, VersionLabels(newest.config()));
-    auto it = labels.find(target->label);
-    if (it == labels.end()) {
-      return Status::NotFound("model '" + target->name + "' has no version label '" + target->label + "'");
-    }
-    target->version = it->second;
+    ASSIGN_OR_RETURN(target->version, server_->VersionForLabel(target->name, target->label));
     return Status::Ok();
   }
 

@@ -1,0 +1,143 @@
+#include "frontends/http/lifecycle_codec.h"
+
+#include <rapidjson/document.h>
+
+#include <cmath>
+#include <string>
+
+namespace inferd {
+namespace {
+
+Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
+
+StatusOr<rapidjson::Document> ParseObject(std::string_view body, const char* what) {
+  rapidjson::Document doc;
+  if (body.empty()) return Invalid(std::string("the ") + what + " body is empty");
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return Invalid(std::string("the ") + what + " body is not a JSON object");
+  return doc;
+}
+
+// A positive integer given as a JSON number or a string of digits ("2").
+StatusOr<int64_t> PositiveInteger(const rapidjson::Value& value, const std::string& where) {
+  if (value.IsInt64() && value.GetInt64() > 0) return value.GetInt64();
+  if (value.IsString()) {
+    const std::string text = value.GetString();
+    if (!text.empty() && text.size() < 19 && text.find_first_not_of("0123456789") == std::string::npos) {
+      const int64_t number = std::stoll(text);
+      if (number > 0) return number;
+    }
+  }
+  return Invalid(where + " must be a positive integer");
+}
+
+StatusOr<int64_t> VersionKey(const rapidjson::Value& key, const std::string& where) {
+  return PositiveInteger(key, where + ": key '" + std::string(key.GetString()) + "'");
+}
+
+StatusOr<TrafficSplit> ParseSplit(const rapidjson::Value& value) {
+  if (!value.IsObject()) return Invalid("'split' must be an object of version -> weight, e.g. {\"1\": 95, \"2\": 5}");
+  TrafficSplit split;
+  for (const auto& [key, weight] : value.GetObject()) {
+    ASSIGN_OR_RETURN(int64_t version, VersionKey(key, "'split'"));
+    if (!weight.IsUint() || weight.GetUint() > 1000000) {
+      return Invalid("'split': the weight of version " + std::to_string(version) + " must be an integer in [0, 1000000]");
+    }
+    if (!split.emplace(version, weight.GetUint()).second) {
+      return Invalid("'split': version " + std::to_string(version) + " is given twice");
+    }
+  }
+  return split;
+}
+
+StatusOr<VersionLabelMap> ParseLabels(const rapidjson::Value& value) {
+  if (!value.IsObject()) return Invalid("'labels' must be an object of label -> version, e.g. {\"stable\": 1}");
+  VersionLabelMap labels;
+  for (const auto& [key, version] : value.GetObject()) {
+    const std::string label = key.GetString();
+    if (label.empty()) return Invalid("'labels': a label must not be empty");
+    ASSIGN_OR_RETURN(labels[label], PositiveInteger(version, "'labels': label '" + label + "'"));
+  }
+  return labels;
+}
+
+StatusOr<double> NonNegativeNumber(const rapidjson::Value& value, const char* key) {
+  if (!value.IsNumber() || !std::isfinite(value.GetDouble()) || value.GetDouble() < 0) {
+    return Invalid(std::string("'") + key + "' must be a non-negative number");
+  }
+  return value.GetDouble();
+}
+
+StatusOr<uint64_t> Count(const rapidjson::Value& value, const char* key) {
+  if (!value.IsUint64()) return Invalid(std::string("'") + key + "' must be a non-negative integer");
+  return value.GetUint64();
+}
+
+Status ParsePlanField(const std::string& key, const rapidjson::Value& value, RolloutPlan* plan) {
+  if (key == "version") {
+    ASSIGN_OR_RETURN(plan->version, PositiveInteger(value, "'version'"));
+  } else if (key == "baseline") {
+    ASSIGN_OR_RETURN(plan->baseline, PositiveInteger(value, "'baseline'"));
+  } else if (key == "steps") {
+    if (!value.IsArray()) return Invalid("'steps' must be an array of percents, e.g. [5, 20, 100]");
+    plan->steps.clear();
+    for (const auto& step : value.GetArray()) {
+      if (!step.IsUint() || step.GetUint() > 100) return Invalid("'steps' must hold integers in [0, 100]");
+      plan->steps.push_back(step.GetUint());
+    }
+  } else if (key == "dwell_seconds") {
+    ASSIGN_OR_RETURN(double seconds, NonNegativeNumber(value, "dwell_seconds"));
+    if (seconds > 86400.0 * 365) return Invalid("'dwell_seconds' is above a year");
+    plan->dwell = std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+  } else if (key == "max_error_rate") {
+    ASSIGN_OR_RETURN(plan->max_error_rate, NonNegativeNumber(value, "max_error_rate"));
+  } else if (key == "max_p99_ratio") {
+    ASSIGN_OR_RETURN(plan->max_p99_ratio, NonNegativeNumber(value, "max_p99_ratio"));
+  } else if (key == "min_requests") {
+    ASSIGN_OR_RETURN(plan->min_requests, Count(value, "min_requests"));
+  } else if (key == "retention_seconds") {
+    ASSIGN_OR_RETURN(uint64_t seconds, Count(value, "retention_seconds"));
+    if (seconds > 86400ull * 3650) return Invalid("'retention_seconds' is above ten years");
+    plan->retention_seconds = static_cast<int64_t>(seconds);
+  } else {
+    return Invalid("unknown field '" + key + "' in the rollout plan");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<TrafficChange> ParseTrafficRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(rapidjson::Document doc, ParseObject(body, "traffic request"));
+  TrafficChange change;
+  for (const auto& [key, value] : doc.GetObject()) {
+    const std::string name = key.GetString();
+    if (name == "split") {
+      ASSIGN_OR_RETURN(change.split, ParseSplit(value));
+    } else if (name == "labels") {
+      ASSIGN_OR_RETURN(change.labels, ParseLabels(value));
+    } else {
+      return Invalid("unknown field '" + name + "' in the traffic request (expected 'split' or 'labels')");
+    }
+  }
+  if (!change.split && !change.labels) return Invalid("the traffic request needs 'split' or 'labels'");
+  return change;
+}
+
+StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(rapidjson::Document doc, ParseObject(body, "rollout request"));
+  RolloutRequest request;
+  if (auto action = doc.FindMember("action"); action != doc.MemberEnd()) {
+    if (!action->value.IsString() || std::string_view(action->value.GetString()) != "rollback" ||
+        doc.MemberCount() != 1) {
+      return Invalid("'action' must be \"rollback\", alone; a plan has no 'action'");
+    }
+    request.rollback = true;
+    return request;
+  }
+  for (const auto& [key, value] : doc.GetObject()) RETURN_IF_ERROR(ParsePlanField(key.GetString(), value, &request.plan));
+  if (request.plan.version == 0) return Invalid("the rollout plan needs 'version': the version to roll out");
+  return request;
+}
+
+}  // namespace inferd

@@ -1,0 +1,22 @@
+// Bodies of inferd's lifecycle routes (not in KServe v2): POST /v2/models/M/traffic and
+// POST /v2/models/M/rollout. Pure functions over bytes, unit tested and fuzzed.
+#pragma once
+
+#include <string_view>
+
+#include "common/status.h"
+#include "common/traffic_plan.h"
+
+namespace inferd {
+
+// {"split": {"1": 95, "2": 5}, "labels": {"stable": 1, "canary": 2}}: either or both. Weights are
+// integers in [0, 1000000]; versions and label targets positive integers (as numbers or strings).
+StatusOr<TrafficChange> ParseTrafficRequest(std::string_view body);
+
+// {"version": 2, "baseline": 1, "steps": [5, 20, 100], "dwell_seconds": 30, "max_error_rate": 0.01,
+//  "max_p99_ratio": 1.5, "min_requests": 20, "retention_seconds": 86400}: all but "version" optional;
+// or {"action": "rollback"}. Unknown fields are errors. The plan's numbers are checked by
+// lifecycle's ValidateRolloutPlan.
+StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body);
+
+}  // namespace inferd
