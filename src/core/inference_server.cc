@@ -176,7 +176,7 @@ void InferenceServer::PollRepositories(RepositoryPoller* poller) {
   for (const auto& [name, versions] : actions.load) {
     spdlog::info("repository poll: model '{}' changed{}{}, loading", name, versions.empty() ? "" : " in versions ",
                  fmt::join(versions, ", "));
-    (void)models_->Load(name, versions);  // a failure is logged, counted and indexed by the manager
+    (void)models_->Reload(name, versions);  // a failure is logged, counted and indexed by the manager
   }
   for (const std::string& name : actions.unload) {
     spdlog::info("repository poll: model '{}' is gone, unloading", name);

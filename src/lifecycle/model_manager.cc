@@ -32,14 +32,23 @@ void ModelManager::LoadAll() {
   }
 }
 
-Status ModelManager::Load(const std::string& name, const std::set<int64_t>& changed_versions) {
+Status ModelManager::Load(const std::string& name) {
   MutexLock lock(&write_mu_);
+  return LoadFolders(name, {}, Retired::kLoadAgain);
+}
+
+Status ModelManager::Reload(const std::string& name, const std::set<int64_t>& changed_versions) {
+  MutexLock lock(&write_mu_);
+  return LoadFolders(name, changed_versions, Retired::kKeep);
+}
+
+Status ModelManager::LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired) {
   // Only this model's config is read, not every model's.
   auto folders = ListModelFolders(options_.repositories);
   RememberNames(folders);
   auto it = folders.find(name);
   if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
-  Status status = LoadLocked(ReadModelSource(name, it->second), changed_versions);
+  Status status = LoadLocked(ReadModelSource(name, it->second), changed_versions, retired);
   if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   return status;
 }
@@ -157,12 +166,14 @@ std::string ServingConfigBytes(const ModelConfig& config) {
   return serving.SerializeAsString();
 }
 
-// A split in the config must give its shares to versions the version_policy loads.
-Status CheckSplitVersions(const ModelConfig& config, const std::vector<int64_t>& versions) {
+// A split in the config must give its shares to versions the version_policy loads (or that were
+// retired after a rollout on purpose: the split in force no longer names them).
+Status CheckSplitVersions(const ModelConfig& config, const std::vector<int64_t>& versions,
+                          const std::set<int64_t>& retired) {
   auto split = TrafficSplitParameter(config);
   if (!split.ok()) return split.status();
   for (const auto& [version, weight] : *split) {
-    if (weight > 0 && std::find(versions.begin(), versions.end(), version) == versions.end()) {
+    if (weight > 0 && !retired.contains(version) && std::find(versions.begin(), versions.end(), version) == versions.end()) {
       return Status::InvalidArgument("model '" + config.name() + "': parameters[traffic_split] gives version " +
                                      std::to_string(version) + " a share, but it is not loaded (not on disk, or not "
                                      "selected by version_policy)");
@@ -177,7 +188,8 @@ void ModelManager::CountLoadFailure(const std::string& name) {
   metrics_->AddCounter("inferd_model_load_failures_total", {{"model", name}})->Increment();
 }
 
-Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions) {
+Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions,
+                                Retired retired) {
   ModelRecord record{.wanted = true};
   ServingTable next = table_;
   VersionMap& serving = next[source.name];
@@ -190,7 +202,7 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
                      Status::NotFound("model '" + source.name +
                                       "': no version folder (a positive integer) in " + source.dir.string()));
   }
-  if (auto previous = records_.find(source.name); previous != records_.end()) {
+  if (auto previous = records_.find(source.name); previous != records_.end() && retired == Retired::kKeep) {
     for (int64_t version : previous->second.retired_versions) {
       if (!changed_versions.contains(version)) record.retired_versions.insert(version);
     }
@@ -208,7 +220,7 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
   // What config.pbtxt left out comes from the newest served version's model file.
   Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
   if (completed.ok()) completed = ValidateModelConfig(config, "model '" + source.name + "' (completed config)");
-  if (completed.ok()) completed = CheckSplitVersions(config, versions);
+  if (completed.ok()) completed = CheckSplitVersions(config, versions, record.retired_versions);
   if (!completed.ok()) return FailModel(source.name, std::move(record), std::move(next), completed);
   const std::string config_bytes = ServingConfigBytes(config);
   VersionMap loaded;

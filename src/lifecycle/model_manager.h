@@ -39,10 +39,13 @@ class ModelManager {
   // Loads every model in the repositories (control mode none). Failures are recorded per model,
   // logged, and reported by Index() and AllReady(); they never stop the others.
   void LoadAll();
-  // Loads or reloads one model from disk (control modes explicit and poll). A version keeps
-  // serving as it is when its config is unchanged, unless it is in `changed_versions` (its files
-  // were replaced: poll mode). A version that fails to load leaves what served before serving.
-  Status Load(const std::string& name, const std::set<int64_t>& changed_versions = {});
+  // Loads or reloads one model from disk (control mode explicit: the load API). A version keeps
+  // serving as it is when its config is unchanged. A version that fails to load leaves what
+  // served before serving. Versions retired after a rollout load again.
+  Status Load(const std::string& name);
+  // The same for poll mode: versions in `changed_versions` (their files were replaced) load
+  // again even with an unchanged config; retired versions stay retired unless they changed.
+  Status Reload(const std::string& name, const std::set<int64_t>& changed_versions);
   // Load with Triton's overrides: a config instead of config.pbtxt, and with files, the model
   // loaded from them alone (written to a private folder for the load, removed after). The same
   // no-gap swap as Load; a malformed override fails the request and changes nothing.
@@ -102,7 +105,12 @@ class ModelManager {
     std::set<int64_t> retired_versions;
   };
 
-  Status LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions = {}) REQUIRES(write_mu_);
+  // kKeep: versions retired after a rollout stay out (poll reloads); kLoadAgain: they come back.
+  enum class Retired { kKeep, kLoadAgain };
+  Status LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired)
+      REQUIRES(write_mu_);
+  Status LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions = {},
+                    Retired retired = Retired::kLoadAgain) REQUIRES(write_mu_);
   void CountLoadFailure(const std::string& name);
   Status LoadOverridden(const std::string& name, const std::vector<std::filesystem::path>& repository_folders,
                         const LoadOverride& override) REQUIRES(write_mu_);

@@ -111,3 +111,17 @@ def grpc_stubs(tmp_path_factory):
     sys.path.insert(0, str(out))
     return tuple(importlib.import_module(name) for name in
                  ("grpc_service_pb2", "grpc_service_pb2_grpc", "health_pb2", "health_pb2_grpc"))
+
+
+@pytest.fixture(scope="session")
+def lifecycle_stubs(tmp_path_factory):
+    """Python stubs of inferd's own lifecycle service (proto/lifecycle.proto): (messages, services)."""
+    import importlib
+    import subprocess
+    out = tmp_path_factory.mktemp("lifecycle_stubs")
+    proto_dir = Path(__file__).resolve().parents[2] / "proto"
+    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}",
+                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin", str(proto_dir / "lifecycle.proto")],
+                   check=True)
+    sys.path.insert(0, str(out))
+    return tuple(importlib.import_module(name) for name in ("lifecycle_pb2", "lifecycle_pb2_grpc"))

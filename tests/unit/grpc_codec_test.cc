@@ -228,5 +228,39 @@ TEST(GrpcClientCodecTest, RequestAndResponseRoundTrip) {
   EXPECT_FALSE(ParseModelInferResponse(encoded).ok());
 }
 
+TEST(GrpcCodecTest, TrafficAndRolloutMessages) {
+  lifecycle::TrafficRequest request;
+  request.set_model_name("m");
+  EXPECT_EQ(ParseTrafficChange(request).status().code(), StatusCode::kInvalidArgument);  // nothing to set
+  (*request.mutable_split()->mutable_weights())[1] = 95;
+  (*request.mutable_split()->mutable_weights())[2] = 5;
+  auto change = ParseTrafficChange(request);
+  ASSERT_TRUE(change.ok());
+  EXPECT_EQ(*change->split, (TrafficSplit{{1, 95}, {2, 5}}));
+  EXPECT_FALSE(change->labels);
+  (*request.mutable_labels()->mutable_labels())["stable"] = 0;
+  EXPECT_EQ(ParseTrafficChange(request).status().code(), StatusCode::kInvalidArgument);
+
+  lifecycle::RolloutPlan plan;
+  EXPECT_EQ(ParseRolloutPlan(plan).status().code(), StatusCode::kInvalidArgument);  // no version
+  plan.set_version(2);
+  auto defaults = ParseRolloutPlan(plan);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->steps, (std::vector<uint32_t>{5, 20, 100}));
+  EXPECT_EQ(defaults->max_error_rate, 0.01);
+  plan.set_max_error_rate(0);
+  plan.set_dwell_seconds(2.5);
+  plan.add_steps(50);
+  plan.add_steps(100);
+  auto set = ParseRolloutPlan(plan);
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->max_error_rate, 0);
+  EXPECT_EQ(set->dwell.count(), 2500);
+  EXPECT_EQ(set->steps, (std::vector<uint32_t>{50, 100}));
+  lifecycle::RolloutPlan encoded;
+  EncodeRolloutPlan(*set, &encoded);
+  EXPECT_EQ(ParseRolloutPlan(encoded)->steps, set->steps);
+}
+
 }  // namespace
 }  // namespace inferd

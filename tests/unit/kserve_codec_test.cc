@@ -1,4 +1,5 @@
 #include "frontends/http/kserve_codec.h"
+#include "frontends/http/lifecycle_codec.h"
 
 #include <gtest/gtest.h>
 
@@ -243,6 +244,45 @@ TEST(KServeCodecTest, LoadRequestOverrides) {
   for (const char* bad : {"[]", "{\"parameters\": 3}", R"({"parameters": {"config": 3}})",
                           R"({"parameters": {"file:1/m": "@@"}})", R"({"parameters": {"x": "y"}})", R"({"other": 1})"}) {
     EXPECT_EQ(ParseLoadRequest(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(LifecycleCodecTest, TrafficRequests) {
+  auto both = ParseTrafficRequest(R"({"split": {"1": 95, "2": 5}, "labels": {"stable": 1, "canary": "2"}})");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_EQ(*both->split, (TrafficSplit{{1, 95}, {2, 5}}));
+  EXPECT_EQ(both->labels->at("canary"), 2);
+  auto clear = ParseTrafficRequest(R"({"split": {}})");
+  ASSERT_TRUE(clear.ok() && clear->split->empty() && !clear->labels);
+  for (const char* bad : {"", "[]", "{}", R"({"split": []})", R"({"split": {"x": 1}})", R"({"split": {"1": -1}})",
+                          R"({"split": {"0": 5}})", R"({"split": {"1": 2000000}})", R"({"labels": {"a": 0}})",
+                          R"({"labels": {"": 1}})", R"({"other": 1})"}) {
+    EXPECT_EQ(ParseTrafficRequest(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(LifecycleCodecTest, RolloutRequests) {
+  auto plan = ParseRolloutRequest(R"({"version": 3, "baseline": "2", "steps": [10, 100], "dwell_seconds": 1.5,
+      "max_error_rate": 0, "max_p99_ratio": 3, "min_requests": 5, "retention_seconds": 60})");
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_FALSE(plan->rollback);
+  EXPECT_EQ(plan->plan.version, 3);
+  EXPECT_EQ(plan->plan.baseline, 2);
+  EXPECT_EQ(plan->plan.steps, (std::vector<uint32_t>{10, 100}));
+  EXPECT_EQ(plan->plan.dwell.count(), 1500);
+  EXPECT_EQ(plan->plan.max_error_rate, 0);
+  EXPECT_EQ(plan->plan.min_requests, 5u);
+  EXPECT_EQ(plan->plan.retention_seconds, 60);
+  auto defaults = ParseRolloutRequest(R"({"version": 2})");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->plan.steps, (std::vector<uint32_t>{5, 20, 100}));
+  EXPECT_FALSE(defaults->plan.retention_seconds);
+  auto rollback = ParseRolloutRequest(R"({"action": "rollback"})");
+  ASSERT_TRUE(rollback.ok() && rollback->rollback);
+  for (const char* bad : {"", "{}", R"({"version": 0})", R"({"version": 2, "steps": 5})", R"({"version": 2, "steps": [500]})",
+                          R"({"version": 2, "dwell_seconds": -1})", R"({"version": 2, "min_requests": 1.5})",
+                          R"({"version": 2, "color": "blue"})", R"({"action": "promote"})", R"({"action": "rollback", "version": 2})"}) {
+    EXPECT_EQ(ParseRolloutRequest(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }
 

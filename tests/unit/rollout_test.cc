@@ -224,9 +224,12 @@ TEST(ModelManagerTrafficTest, RetiredVersionsStayOutOfReloadsAndRoutingFollowsTh
   ASSERT_TRUE(manager.RetireVersion("m", 1).ok());
   EXPECT_FALSE(manager.Find("m", 1).ok());
   EXPECT_EQ(manager.RetireVersion("m", 2).code(), StatusCode::kFailedPrecondition);  // its last version
-  ASSERT_TRUE(manager.Load("m").ok());
-  EXPECT_FALSE(manager.Find("m", 1).ok());  // a reload keeps it retired
-  ASSERT_TRUE(manager.Load("m", {1}).ok());  // until its folder changes
+  ASSERT_TRUE(manager.Reload("m", {}).ok());
+  EXPECT_FALSE(manager.Find("m", 1).ok());  // a poll's reload keeps it retired
+  ASSERT_TRUE(manager.Reload("m", {1}).ok());  // until its folder changes
+  EXPECT_TRUE(manager.Find("m", 1).ok());
+  ASSERT_TRUE(manager.RetireVersion("m", 1).ok());
+  ASSERT_TRUE(manager.Load("m").ok());  // or the load API asks for the model
   EXPECT_TRUE(manager.Find("m", 1).ok());
   EXPECT_EQ(manager.Traffic("m").value().split, (TrafficSplit{{2, 100}}));  // the reload left the split alone
   fs::remove_all(repo);
