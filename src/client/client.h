@@ -11,12 +11,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/infer_request.h"
 #include "common/status.h"
+#include "common/traffic_plan.h"
 
 namespace inferd::client {
 
@@ -66,6 +68,26 @@ struct ModelStatistics {
   uint64_t compute_input_ns = 0, compute_infer_ns = 0, compute_output_ns = 0;
 };
 
+// inferd's lifecycle calls (not in KServe v2): the split and labels in force...
+struct TrafficInfo {
+  TrafficSplit split;
+  VersionLabelMap labels;
+};
+
+// ...and a rollout's state (GET /v2/models/M/rollout).
+struct RolloutInfo {
+  RolloutPlan plan;
+  std::string state;  // running, completed, rolled_back
+  uint32_t step = 0;  // from 1
+  uint32_t percent = 0;
+  double in_step_seconds = 0;
+  std::string reason;
+  uint64_t requests = 0, errors = 0, baseline_requests = 0;
+  double p99_ms = 0, baseline_p99_ms = 0;
+  bool baseline_retired = false;
+  int64_t retire_in_seconds = -1;
+};
+
 class Client {
  public:
   virtual ~Client() = default;
@@ -81,6 +103,13 @@ class Client {
   virtual StatusOr<std::vector<RepositoryEntry>> GetRepositoryIndex() = 0;
   virtual Status LoadModel(const std::string& model) = 0;
   virtual Status UnloadModel(const std::string& model) = 0;
+
+  // inferd only: traffic between a model's versions and canary rollouts.
+  virtual StatusOr<TrafficInfo> GetTraffic(const std::string& model) = 0;
+  virtual StatusOr<TrafficInfo> SetTraffic(const std::string& model, const TrafficChange& change) = 0;
+  virtual StatusOr<RolloutInfo> StartRollout(const std::string& model, const RolloutPlan& plan) = 0;
+  virtual StatusOr<RolloutInfo> GetRollout(const std::string& model) = 0;
+  virtual StatusOr<RolloutInfo> RollbackRollout(const std::string& model) = 0;
 
   // Blocks until the answer (or the timeout). A server error comes back as its Status: the HTTP
   // status or gRPC code is mapped back to the StatusCode the server meant.

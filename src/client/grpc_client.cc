@@ -8,11 +8,38 @@
 #include "frontends/grpc/grpc_codec.h"
 #include "frontends/grpc/grpc_status.h"
 #include "grpc_service.grpc.pb.h"
+#include "lifecycle.grpc.pb.h"
 
 namespace inferd::client {
 namespace {
 
 using inference::GRPCInferenceService;
+using inferd::lifecycle::Lifecycle;
+
+TrafficInfo TrafficFrom(const lifecycle::TrafficResponse& response) {
+  TrafficInfo info;
+  for (const auto& [version, weight] : response.split().weights()) info.split[version] = weight;
+  for (const auto& [label, version] : response.labels().labels()) info.labels[label] = version;
+  return info;
+}
+
+StatusOr<RolloutInfo> RolloutFrom(const lifecycle::RolloutResponse& response) {
+  RolloutInfo info;
+  ASSIGN_OR_RETURN(info.plan, ParseRolloutPlan(response.plan()));
+  info.state = response.state();
+  info.step = response.step();
+  info.percent = response.percent();
+  info.in_step_seconds = response.in_step_seconds();
+  info.reason = response.reason();
+  info.requests = response.observed().requests();
+  info.errors = response.observed().errors();
+  info.p99_ms = response.observed().p99_ms();
+  info.baseline_requests = response.baseline_observed().requests();
+  info.baseline_p99_ms = response.baseline_observed().p99_ms();
+  info.baseline_retired = response.baseline_retired();
+  info.retire_in_seconds = response.retire_in_seconds();
+  return info;
+}
 
 std::string VersionText(int64_t version) { return version > 0 ? std::to_string(version) : std::string(); }
 
@@ -22,8 +49,50 @@ class GrpcClient final : public Client {
     grpc::ChannelArguments arguments;
     arguments.SetMaxReceiveMessageSize(std::numeric_limits<int>::max());
     arguments.SetMaxSendMessageSize(std::numeric_limits<int>::max());
-    stub_ = GRPCInferenceService::NewStub(
-        grpc::CreateCustomChannel(HostPort(options.url), grpc::InsecureChannelCredentials(), arguments));
+    auto channel = grpc::CreateCustomChannel(HostPort(options.url), grpc::InsecureChannelCredentials(), arguments);
+    stub_ = GRPCInferenceService::NewStub(channel);
+    lifecycle_ = Lifecycle::NewStub(channel);
+  }
+
+  StatusOr<TrafficInfo> GetTraffic(const std::string& model) override {
+    lifecycle::TrafficRequest request;
+    request.set_model_name(model);
+    lifecycle::TrafficResponse response;
+    RETURN_IF_ERROR(CallOn(lifecycle_.get(), &Lifecycle::Stub::GetTraffic, request, &response));
+    return TrafficFrom(response);
+  }
+
+  StatusOr<TrafficInfo> SetTraffic(const std::string& model, const TrafficChange& change) override {
+    lifecycle::TrafficRequest request;
+    request.set_model_name(model);
+    if (change.split) {
+      auto* weights = request.mutable_split()->mutable_weights();
+      for (const auto& [version, weight] : *change.split) (*weights)[version] = weight;
+    }
+    if (change.labels) {
+      auto* labels = request.mutable_labels()->mutable_labels();
+      for (const auto& [label, version] : *change.labels) (*labels)[label] = version;
+    }
+    lifecycle::TrafficResponse response;
+    RETURN_IF_ERROR(CallOn(lifecycle_.get(), &Lifecycle::Stub::SetTraffic, request, &response));
+    return TrafficFrom(response);
+  }
+
+  StatusOr<RolloutInfo> StartRollout(const std::string& model, const RolloutPlan& plan) override {
+    lifecycle::StartRolloutRequest request;
+    request.set_model_name(model);
+    EncodeRolloutPlan(plan, request.mutable_plan());
+    lifecycle::RolloutResponse response;
+    RETURN_IF_ERROR(CallOn(lifecycle_.get(), &Lifecycle::Stub::StartRollout, request, &response));
+    return RolloutFrom(response);
+  }
+
+  StatusOr<RolloutInfo> GetRollout(const std::string& model) override {
+    return RolloutCall(&Lifecycle::Stub::GetRollout, model);
+  }
+
+  StatusOr<RolloutInfo> RollbackRollout(const std::string& model) override {
+    return RolloutCall(&Lifecycle::Stub::RollbackRollout, model);
   }
 
   StatusOr<bool> ServerLive() override {
@@ -145,13 +214,28 @@ class GrpcClient final : public Client {
 
   template <typename Method, typename Request, typename Response>
   Status Call(Method method, const Request& request, Response* response) {
+    return CallOn(stub_.get(), method, request, response);
+  }
+
+  template <typename Stub, typename Method, typename Request, typename Response>
+  Status CallOn(Stub* stub, Method method, const Request& request, Response* response) {
     grpc::ClientContext context;
     SetDeadline(&context);
-    return FromGrpcStatus(((*stub_).*method)(&context, request, response));
+    return FromGrpcStatus((stub->*method)(&context, request, response));
+  }
+
+  template <typename Method>
+  StatusOr<RolloutInfo> RolloutCall(Method method, const std::string& model) {
+    lifecycle::RolloutRequest request;
+    request.set_model_name(model);
+    lifecycle::RolloutResponse response;
+    RETURN_IF_ERROR(CallOn(lifecycle_.get(), method, request, &response));
+    return RolloutFrom(response);
   }
 
   const std::chrono::milliseconds timeout_;
   std::unique_ptr<GRPCInferenceService::Stub> stub_;
+  std::unique_ptr<Lifecycle::Stub> lifecycle_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "client/transports.h"
 #include "common/mutex.h"
 #include "frontends/http/kserve_codec.h"
+#include "frontends/http/lifecycle_codec.h"
 
 namespace inferd::client {
 namespace {
@@ -168,6 +169,64 @@ uint64_t UintMember(const rapidjson::Value& object, const char* key) {
   return object.HasMember(key) && object[key].IsUint64() ? object[key].GetUint64() : 0;
 }
 
+double DoubleMember(const rapidjson::Value& object, const char* key) {
+  return object.HasMember(key) && object[key].IsNumber() ? object[key].GetDouble() : 0;
+}
+
+int64_t IntMember(const rapidjson::Value& object, const char* key) {
+  return object.HasMember(key) && object[key].IsInt64() ? object[key].GetInt64() : 0;
+}
+
+TrafficInfo TrafficFrom(const rapidjson::Value& doc) {
+  TrafficInfo info;
+  if (doc.HasMember("split") && doc["split"].IsObject()) {
+    for (const auto& [version, weight] : doc["split"].GetObject()) {
+      if (weight.IsUint()) info.split[std::atoll(version.GetString())] = weight.GetUint();
+    }
+  }
+  if (doc.HasMember("labels") && doc["labels"].IsObject()) {
+    for (const auto& [label, version] : doc["labels"].GetObject()) {
+      if (version.IsInt64()) info.labels[label.GetString()] = version.GetInt64();
+    }
+  }
+  return info;
+}
+
+RolloutInfo RolloutFrom(const rapidjson::Value& doc) {
+  RolloutInfo info;
+  info.plan.version = IntMember(doc, "version");
+  info.plan.baseline = IntMember(doc, "baseline");
+  info.plan.steps.clear();
+  if (doc.HasMember("steps") && doc["steps"].IsArray()) {
+    for (const auto& step : doc["steps"].GetArray()) {
+      if (step.IsUint()) info.plan.steps.push_back(step.GetUint());
+    }
+  }
+  info.plan.dwell = std::chrono::milliseconds(static_cast<int64_t>(DoubleMember(doc, "dwell_seconds") * 1e3));
+  info.plan.max_error_rate = DoubleMember(doc, "max_error_rate");
+  info.plan.max_p99_ratio = DoubleMember(doc, "max_p99_ratio");
+  info.plan.min_requests = UintMember(doc, "min_requests");
+  info.plan.retention_seconds = IntMember(doc, "retention_seconds");
+  info.state = StringMember(doc, "state");
+  info.step = static_cast<uint32_t>(UintMember(doc, "step"));
+  info.percent = static_cast<uint32_t>(UintMember(doc, "percent"));
+  info.in_step_seconds = DoubleMember(doc, "in_step_seconds");
+  info.reason = StringMember(doc, "reason");
+  if (doc.HasMember("observed") && doc["observed"].IsObject()) {
+    info.requests = UintMember(doc["observed"], "requests");
+    info.errors = UintMember(doc["observed"], "errors");
+    info.p99_ms = DoubleMember(doc["observed"], "p99_ms");
+  }
+  if (doc.HasMember("baseline_observed") && doc["baseline_observed"].IsObject()) {
+    info.baseline_requests = UintMember(doc["baseline_observed"], "requests");
+    info.baseline_p99_ms = DoubleMember(doc["baseline_observed"], "p99_ms");
+  }
+  info.baseline_retired = doc.HasMember("baseline_retired") && doc["baseline_retired"].IsBool() &&
+                          doc["baseline_retired"].GetBool();
+  info.retire_in_seconds = IntMember(doc, "retire_in_seconds");
+  return info;
+}
+
 std::vector<TensorMetadata> TensorList(const rapidjson::Value& object, const char* key) {
   std::vector<TensorMetadata> tensors;
   if (!object.HasMember(key) || !object[key].IsArray()) return tensors;
@@ -257,6 +316,32 @@ class HttpClient final : public Client {
     return GetJson(http::verb::post, "/v2/repository/models/" + model + "/unload").status();
   }
 
+  StatusOr<TrafficInfo> GetTraffic(const std::string& model) override {
+    ASSIGN_OR_RETURN(rapidjson::Document doc, GetJson(http::verb::get, ModelPath(model, 0) + "/traffic"));
+    return TrafficFrom(doc);
+  }
+
+  StatusOr<TrafficInfo> SetTraffic(const std::string& model, const TrafficChange& change) override {
+    ASSIGN_OR_RETURN(rapidjson::Document doc,
+                     PostJson(ModelPath(model, 0) + "/traffic", EncodeTrafficRequest(change)));
+    return TrafficFrom(doc);
+  }
+
+  StatusOr<RolloutInfo> StartRollout(const std::string& model, const RolloutPlan& plan) override {
+    ASSIGN_OR_RETURN(rapidjson::Document doc, PostJson(ModelPath(model, 0) + "/rollout", EncodeRolloutPlan(plan)));
+    return RolloutFrom(doc);
+  }
+
+  StatusOr<RolloutInfo> GetRollout(const std::string& model) override {
+    ASSIGN_OR_RETURN(rapidjson::Document doc, GetJson(http::verb::get, ModelPath(model, 0) + "/rollout"));
+    return RolloutFrom(doc);
+  }
+
+  StatusOr<RolloutInfo> RollbackRollout(const std::string& model) override {
+    ASSIGN_OR_RETURN(rapidjson::Document doc, PostJson(ModelPath(model, 0) + "/rollout", R"({"action":"rollback"})"));
+    return RolloutFrom(doc);
+  }
+
   StatusOr<InferResponse> Infer(const InferRequest& request) override {
     EncodedRequest encoded = EncodeInferRequest(request, options_.binary);
     ASSIGN_OR_RETURN(HttpReply reply, Exchange(http::verb::post, ModelPath(request.model_name, request.model_version) +
@@ -309,13 +394,17 @@ class HttpClient final : public Client {
     return ErrorFromReply(reply);
   }
 
-  StatusOr<rapidjson::Document> GetJson(http::verb method, const std::string& path) {
-    ASSIGN_OR_RETURN(HttpReply reply, Exchange(method, path, "", std::nullopt));
+  StatusOr<rapidjson::Document> GetJson(http::verb method, const std::string& path, const std::string& body = "") {
+    ASSIGN_OR_RETURN(HttpReply reply, Exchange(method, path, body, std::nullopt));
     if (reply.status != 200) return ErrorFromReply(reply);
     rapidjson::Document doc;
     doc.Parse(reply.body.data(), reply.body.size());
     if (doc.HasParseError()) return Status::Internal("the server's answer to " + path + " is not JSON");
     return doc;
+  }
+
+  StatusOr<rapidjson::Document> PostJson(const std::string& path, const std::string& body) {
+    return GetJson(http::verb::post, path, body);
   }
 
   // Borrows a pooled connection (or opens one) for the exchange and returns it after.

@@ -341,10 +341,14 @@ StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelC
 }
 
 StatusOr<std::map<int64_t, uint32_t>> TrafficSplitParameter(const ModelConfig& config) {
-  std::map<int64_t, uint32_t> split;
   const std::optional<std::string> text = ConfigParameter(config, "traffic_split");
-  if (!text) return split;
-  ASSIGN_OR_RETURN(auto entries, NumberedEntries(*text, true, "version:weight (e.g. 1:95,2:5)"));
+  if (!text) return std::map<int64_t, uint32_t>();
+  return ParseTrafficSplit(*text);
+}
+
+StatusOr<std::map<int64_t, uint32_t>> ParseTrafficSplit(const std::string& text) {
+  std::map<int64_t, uint32_t> split;
+  ASSIGN_OR_RETURN(auto entries, NumberedEntries(text, true, "version:weight (e.g. 1:95,2:5)"));
   uint64_t total = 0;
   for (const auto& [version_text, weight] : entries) {
     const bool digits = version_text.find_first_not_of("0123456789") == std::string::npos && version_text.size() < 19;

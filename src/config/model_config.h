@@ -57,6 +57,8 @@ StatusOr<std::map<std::string, int64_t, std::less<>>> VersionLabels(const ModelC
 // share of the requests that name no version (lifecycle/traffic.h). Empty without the parameter;
 // an error when malformed or when the weights add up to 0 (checked at load).
 StatusOr<std::map<int64_t, uint32_t>> TrafficSplitParameter(const ModelConfig& config);
+// The same form, "1:95,2:5", as the command line takes it.
+StatusOr<std::map<int64_t, uint32_t>> ParseTrafficSplit(const std::string& text);
 
 // A parameter holding whole seconds (rollback_retention_seconds, keep_warm_interval_seconds):
 // `fallback` when absent, an error when it is not a non-negative integer (checked at load).

@@ -8,6 +8,7 @@
 
 #include "server/bench_command.h"
 #include "server/client_commands.h"
+#include "server/lifecycle_commands.h"
 #include "server/run_command.h"
 #include "server/serve_command.h"
 
@@ -26,6 +27,12 @@ int main(int argc, char** argv) {
   inferd::ModelsFlags models_flags;
   CLI::App* models = app.add_subcommand("models", "List a server's models, versions and states");
   inferd::AddModelsFlags(models, &models_flags);
+  inferd::TrafficFlags traffic_flags;
+  CLI::App* traffic = app.add_subcommand("traffic", "Show or set a model's traffic split and version labels");
+  inferd::AddTrafficFlags(traffic, &traffic_flags);
+  inferd::RolloutFlags rollout_flags;
+  CLI::App* rollout = app.add_subcommand("rollout", "Start, watch or roll back a canary rollout of a model version");
+  inferd::AddRolloutFlags(rollout, &rollout_flags);
   inferd::BenchFlags bench_flags;
   CLI::App* bench = app.add_subcommand("bench", "Load-test a model on a server: throughput, latency percentiles, "
                                                 "server queue/compute split");
@@ -36,5 +43,7 @@ int main(int argc, char** argv) {
   if (infer->parsed()) return inferd::RunInfer(infer_flags);
   if (models->parsed()) return inferd::RunModels(models_flags);
   if (bench->parsed()) return inferd::RunBench(bench_flags);
+  if (traffic->parsed()) return inferd::RunTraffic(traffic_flags);
+  if (rollout->parsed()) return inferd::RunRollout(rollout_flags);
   return 0;
 }

@@ -3,6 +3,7 @@ HTTP and gRPC clients: a healthy version reaches 100% by itself, a failing or 3x
 rolled back within one dwell period, and no request to the healthy versions is lost.
 
 Every request sends x = 10: version V of `plus` answers 10 + V."""
+import subprocess
 import threading
 import time
 
@@ -12,7 +13,7 @@ import pytest
 import requests
 from onnx import TensorProto, helper, numpy_helper
 
-from inferd_harness import Inferd
+from inferd_harness import Inferd, inferd_binary
 
 X = 10.0
 CONFIG = ('platform: "onnxruntime_onnx"\nmax_batch_size: 8\nversion_policy { all {} }\n'
@@ -305,3 +306,40 @@ def test_a_healthy_version_reaches_all_traffic_then_the_old_one_is_retired(basel
     assert rollout(server, {"action": "rollback"}).status_code == 400
     # Bring version 1 back for the tests after this one: an explicit load puts it back.
     assert requests.post(server.url + "/v2/repository/models/plus/load", json={}, timeout=60).status_code == 200
+
+
+def cli(*args, timeout=60):
+    return subprocess.run([inferd_binary(), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_traffic_and_rollout_from_the_command_line(baseline, grpc_stubs, protocol):
+    server = baseline
+    target = ["-u", server.grpc_target if protocol == "grpc" else f"127.0.0.1:{server.http_port}", "-i", protocol]
+    shown = cli("traffic", "plus", *target)
+    assert shown.returncode == 0, shown.stderr
+    assert "split  1:100" in shown.stdout and "stable=1" in shown.stdout
+    changed = cli("traffic", "plus", "--split", "1:70,2:30", "--label", "stable=2", "--label", "canary=4", *target)
+    assert changed.returncode == 0, changed.stderr
+    assert "split  1:70,2:30" in changed.stdout and "canary=4,stable=2" in changed.stdout
+    refused = cli("traffic", "plus", "--split", "1:70,9:30", *target)
+    assert refused.returncode == 1 and "version 9" in refused.stderr
+    assert cli("traffic", "plus", "--split", "1:100", *target).returncode == 0
+    load = Load(server, grpc_stubs, http_threads=1, grpc_threads=1)
+    try:
+        watched = cli("rollout", "plus", "--version", "2", "--steps", "50,100", "--dwell", "0.5", "--min-requests", "3",
+                      "--max-p99-ratio", "50", "--retention", "600", "--watch", *target)
+    finally:
+        load.stop()
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    assert "running, step 1 of 2 (50%)" in watched.stdout
+    assert "completed" in watched.stdout and "stays loaded" in watched.stdout
+    assert load.failures == []
+    status = cli("rollout", "plus", *target)
+    assert status.returncode == 0 and "completed" in status.stdout
+    rolled_back = cli("rollout", "plus", "--rollback", *target)  # within the retention: instant
+    assert rolled_back.returncode == 0, rolled_back.stderr
+    assert "rolled_back" in rolled_back.stdout and "rolled back on request" in rolled_back.stdout
+    assert answer(http_infer(server)) == 11.0
+    bad = cli("rollout", "plus", "--version", "2", "--steps", "20,50", *target)
+    assert bad.returncode == 1 and "steps" in bad.stderr

@@ -252,6 +252,10 @@ TEST(LifecycleCodecTest, TrafficRequests) {
   ASSERT_TRUE(both.ok()) << both.status().message();
   EXPECT_EQ(*both->split, (TrafficSplit{{1, 95}, {2, 5}}));
   EXPECT_EQ(both->labels->at("canary"), 2);
+  auto again = ParseTrafficRequest(EncodeTrafficRequest(*both));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again->split, *both->split);
+  EXPECT_EQ(*again->labels, *both->labels);
   auto clear = ParseTrafficRequest(R"({"split": {}})");
   ASSERT_TRUE(clear.ok() && clear->split->empty() && !clear->labels);
   for (const char* bad : {"", "[]", "{}", R"({"split": []})", R"({"split": {"x": 1}})", R"({"split": {"1": -1}})",
@@ -277,6 +281,12 @@ TEST(LifecycleCodecTest, RolloutRequests) {
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->plan.steps, (std::vector<uint32_t>{5, 20, 100}));
   EXPECT_FALSE(defaults->plan.retention_seconds);
+  auto round_trip = ParseRolloutRequest(EncodeRolloutPlan(plan->plan));
+  ASSERT_TRUE(round_trip.ok()) << round_trip.status().message();
+  EXPECT_EQ(round_trip->plan.steps, plan->plan.steps);
+  EXPECT_EQ(round_trip->plan.dwell, plan->plan.dwell);
+  EXPECT_EQ(round_trip->plan.retention_seconds, 60);
+  EXPECT_EQ(round_trip->plan.baseline, 2);
   auto rollback = ParseRolloutRequest(R"({"action": "rollback"})");
   ASSERT_TRUE(rollback.ok() && rollback->rollback);
   for (const char* bad : {"", "{}", R"({"version": 0})", R"({"version": 2, "steps": 5})", R"({"version": 2, "steps": [500]})",

@@ -1,6 +1,8 @@
 #include "frontends/http/lifecycle_codec.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <cmath>
 #include <string>
@@ -138,6 +140,62 @@ StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body) {
   for (const auto& [key, value] : doc.GetObject()) RETURN_IF_ERROR(ParsePlanField(key.GetString(), value, &request.plan));
   if (request.plan.version == 0) return Invalid("the rollout plan needs 'version': the version to roll out");
   return request;
+}
+
+std::string EncodeTrafficRequest(const TrafficChange& change) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  if (change.split) {
+    w.Key("split");
+    w.StartObject();
+    for (const auto& [version, weight] : *change.split) {
+      w.Key(std::to_string(version).c_str());
+      w.Uint(weight);
+    }
+    w.EndObject();
+  }
+  if (change.labels) {
+    w.Key("labels");
+    w.StartObject();
+    for (const auto& [label, version] : *change.labels) {
+      w.Key(label.c_str(), static_cast<rapidjson::SizeType>(label.size()));
+      w.Int64(version);
+    }
+    w.EndObject();
+  }
+  w.EndObject();
+  return {buffer.GetString(), buffer.GetSize()};
+}
+
+std::string EncodeRolloutPlan(const RolloutPlan& plan) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  w.Key("version");
+  w.Int64(plan.version);
+  if (plan.baseline > 0) {
+    w.Key("baseline");
+    w.Int64(plan.baseline);
+  }
+  w.Key("steps");
+  w.StartArray();
+  for (uint32_t step : plan.steps) w.Uint(step);
+  w.EndArray();
+  w.Key("dwell_seconds");
+  w.Double(static_cast<double>(plan.dwell.count()) / 1e3);
+  w.Key("max_error_rate");
+  w.Double(plan.max_error_rate);
+  w.Key("max_p99_ratio");
+  w.Double(plan.max_p99_ratio);
+  w.Key("min_requests");
+  w.Uint64(plan.min_requests);
+  if (plan.retention_seconds) {
+    w.Key("retention_seconds");
+    w.Int64(*plan.retention_seconds);
+  }
+  w.EndObject();
+  return {buffer.GetString(), buffer.GetSize()};
 }
 
 }  // namespace inferd

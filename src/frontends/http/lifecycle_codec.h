@@ -2,6 +2,7 @@
 // POST /v2/models/M/rollout. Pure functions over bytes, unit tested and fuzzed.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -18,5 +19,9 @@ StatusOr<TrafficChange> ParseTrafficRequest(std::string_view body);
 // or {"action": "rollback"}. Unknown fields are errors. The plan's numbers are checked by
 // lifecycle's ValidateRolloutPlan.
 StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body);
+
+// The client's side: the bodies the two parsers above read.
+std::string EncodeTrafficRequest(const TrafficChange& change);
+std::string EncodeRolloutPlan(const RolloutPlan& plan);
 
 }  // namespace inferd
