@@ -55,6 +55,8 @@ struct RepositoryEntry {
   std::string version;  // empty when the model has no loaded version
   std::string state;    // READY, UNAVAILABLE, or empty when never loaded
   std::string reason;
+  // inferd servers, READY versions: seconds of the load, its warmup part, the first request (-1: unknown).
+  double load_seconds = -1, warmup_seconds = -1, first_request_seconds = -1;
 };
 
 // The server-side split of one model version's time, from its statistics.

@@ -162,7 +162,10 @@ class GrpcClient final : public Client {
     RETURN_IF_ERROR(Call(&GRPCInferenceService::Stub::RepositoryIndex, inference::RepositoryIndexRequest(), &response));
     std::vector<RepositoryEntry> entries;
     for (const auto& model : response.models())
-      entries.push_back({model.name(), model.version(), model.state(), model.reason()});
+      entries.push_back({model.name(), model.version(), model.state(), model.reason(),
+                         model.has_load_seconds() ? model.load_seconds() : -1,
+                         model.has_warmup_seconds() ? model.warmup_seconds() : -1,
+                         model.has_first_request_seconds() ? model.first_request_seconds() : -1});
     return entries;
   }
 

@@ -303,8 +303,10 @@ class HttpClient final : public Client {
     if (!doc.IsArray()) return Status::Internal("repository index answer is not an array");
     std::vector<RepositoryEntry> entries;
     for (const auto& model : doc.GetArray()) {
+      auto seconds = [&](const char* key) { return model.HasMember(key) && model[key].IsNumber() ? model[key].GetDouble() : -1; };
       entries.push_back({StringMember(model, "name"), StringMember(model, "version"), StringMember(model, "state"),
-                         StringMember(model, "reason")});
+                         StringMember(model, "reason"), seconds("load_seconds"), seconds("warmup_seconds"),
+                         seconds("first_request_seconds")});
     }
     return entries;
   }

@@ -32,8 +32,8 @@ InferenceServer::InferenceServer(ServerOptions options)
       }
     });
   });
-  rollouts_->StartThread();
   lifecycle_thread_ = std::thread([this] { RunLifecycleTasks(); });
+  ticker_thread_ = std::thread([this] { RunTicker(); });
 }
 
 InferenceServer::~InferenceServer() { Shutdown(); }
@@ -46,7 +46,12 @@ void InferenceServer::Shutdown() {
   }
   tasks_cv_.NotifyAll();
   if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
-  rollouts_.reset();  // its thread reads the models
+  {
+    MutexLock lock(&ticker_mu_);
+    stop_ticker_ = true;
+  }
+  ticker_cv_.NotifyAll();
+  if (ticker_thread_.joinable()) ticker_thread_.join();
   models_->UnloadAll();
 }
 
@@ -128,6 +133,35 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
   if (!validated.ok()) return finish(validated.status());
   Status status = (*model)->Enqueue(std::move(validated).value(), finish);
   if (!status.ok()) finish(status);
+}
+
+void InferenceServer::RunTicker() {
+  constexpr std::chrono::milliseconds kTick{250};
+  MutexLock lock(&ticker_mu_);
+  while (!stop_ticker_) {
+    ticker_cv_.WaitFor(lock, kTick);
+    if (stop_ticker_) break;
+    lock.Unlock();
+    rollouts_->Tick(std::chrono::steady_clock::now());
+    KeepWarmIdleModels();
+    lock.Lock();
+  }
+}
+
+void InferenceServer::KeepWarmIdleModels() {
+  if (draining_.load()) return;
+  const TimePoint now = clock_.Now();
+  for (const std::shared_ptr<ModelVersion>& model : models_->AllLoaded()) {
+    if (model->keep_warm_interval().count() == 0 || model->keep_warm_in_flight()) continue;
+    if (now - model->last_activity() < model->keep_warm_interval()) continue;
+    auto request = std::make_unique<InferRequest>();
+    request->model_name = model->name();
+    request->model_version = model->version();
+    request->inputs = model->keep_warm_inputs();  // shares the buffers: a run reads them only
+    auto validated = ValidateRequest(model->config(), std::move(request));
+    Status status = validated.ok() ? model->EnqueueKeepWarm(std::move(validated).value()) : validated.status();
+    if (!status.ok()) spdlog::warn("model '{}': keep-warm run not queued: {}", model->name(), status.message());
+  }
 }
 
 void InferenceServer::PostLifecycleTask(std::function<void()> task) {

@@ -113,6 +113,9 @@ class InferenceServer {
   void PostLifecycleTask(std::function<void()> task);
   // Runs a load/unload on the lifecycle thread when the control mode allows it.
   void PostModelControl(std::function<Status()> operation, std::function<void(Status)> done);
+  // The ticker thread, 4 times a second: rollouts' guard rails, and keep-warm runs for idle models.
+  void RunTicker();
+  void KeepWarmIdleModels();
   void FinishRequest();
 
   const ServerOptions options_;
@@ -133,6 +136,11 @@ class InferenceServer {
   bool stop_tasks_ GUARDED_BY(tasks_mu_) = false;
   std::unique_ptr<RepositoryPoller> poller_ GUARDED_BY(tasks_mu_);  // poll mode, from Start on
   std::thread lifecycle_thread_;
+
+  Mutex ticker_mu_;
+  CondVar ticker_cv_;
+  bool stop_ticker_ GUARDED_BY(ticker_mu_) = false;
+  std::thread ticker_thread_;
 };
 
 }  // namespace inferd

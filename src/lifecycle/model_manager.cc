@@ -454,7 +454,11 @@ void ModelManager::ScanNames() { RememberNames(ListModelFolders(options_.reposit
 std::vector<IndexEntry> ModelManager::EntriesLocked(std::string_view name, const ServingTable& table) const {
   std::vector<IndexEntry> entries;
   if (auto serving = table.find(name); serving != table.end()) {
-    for (const auto& [version, model] : serving->second) entries.push_back({std::string(name), version, ModelState::kReady, ""});
+    for (const auto& [version, model] : serving->second) {
+      const ModelVersion::Timings timings = model->timings();
+      entries.push_back({std::string(name), version, ModelState::kReady, "", timings.load_seconds,
+                         timings.warmup_seconds, timings.first_request_seconds});
+    }
   }
   if (auto record = index_records_.find(name); record != index_records_.end()) {
     for (const auto& [version, reason] : record->second.failed_versions) {

@@ -24,6 +24,12 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_inflight_requests", Type::kGauge, "Requests accepted and not yet answered.");
   registry->Declare("inferd_model_load_duration_seconds", Type::kGauge,
                     "Time the last load of this model version took.");
+  registry->Declare("inferd_model_warmup_duration_seconds", Type::kGauge,
+                    "The part of the load spent warming up: planned batch sizes and model_warmup samples.");
+  registry->Declare("inferd_model_first_request_duration_seconds", Type::kGauge,
+                    "End-to-end time of the first successful request after the load (absent until then).");
+  registry->Declare("inferd_keep_warm_runs_total", Type::kCounter,
+                    "Warmup samples run because the model was idle for keep_warm_interval_seconds.");
   registry->Declare("inferd_model_load_failures_total", Type::kCounter,
                     "Loads of a model (or of one of its versions) that failed; what served before keeps serving.");
 }
@@ -54,6 +60,8 @@ ModelMetrics ModelMetrics::Bind(MetricsRegistry* registry, const std::string& mo
   m.batch_size = registry->AddHistogram("inferd_batch_size", labels, BatchSizeBuckets());
   m.inflight = registry->AddGauge("inferd_inflight_requests", labels);
   m.load_duration = registry->AddGauge("inferd_model_load_duration_seconds", labels);
+  m.warmup_duration = registry->AddGauge("inferd_model_warmup_duration_seconds", labels);
+  m.keep_warm_runs = registry->AddCounter("inferd_keep_warm_runs_total", labels);
   return m;
 }
 

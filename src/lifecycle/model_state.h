@@ -30,6 +30,8 @@ struct IndexEntry {
   int64_t version = 0;
   ModelState state = ModelState::kNotLoaded;
   std::string reason;
+  // A READY version's load (ModelVersion::Timings): seconds, or -1 when unknown / not yet.
+  double load_seconds = -1, warmup_seconds = -1, first_request_seconds = -1;
 };
 
 }  // namespace inferd

@@ -54,6 +54,7 @@ ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const Loa
     : config_(config),
       version_(version),
       clock_(context.clock),
+      registry_(context.metrics),
       metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
       orderer_(config.dynamic_batching().preserve_ordering() ? std::make_unique<ResponseOrderer>() : nullptr),
       scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
@@ -63,17 +64,27 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
                                                            const LoadContext& context) {
   const TimePoint start = SteadyClock::now();
   std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, context));
+  ASSIGN_OR_RETURN(const int64_t keep_warm_seconds, SecondsParameter(config, "keep_warm_interval_seconds", 0));
+  if (keep_warm_seconds > 0) {
+    ASSIGN_OR_RETURN(model->keep_warm_inputs_, KeepWarmInputs(config, version_dir.parent_path()));
+    model->keep_warm_interval_ = std::chrono::seconds(keep_warm_seconds);
+  }
   std::vector<std::unique_ptr<Model>> instances;
   const int count = InstanceCount(config);
+  int64_t warmup_ns = 0;
   for (int i = 0; i < count; ++i) {
     auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
     if (!loaded.ok()) return loaded.status();
+    const TimePoint prepare_start = SteadyClock::now();
     ASSIGN_OR_RETURN(std::unique_ptr<Model> prepared, PrepareBatchSizes(std::move(loaded).value(), config));
+    warmup_ns += NanosBetween(prepare_start, SteadyClock::now());
     instances.push_back(std::move(prepared));
   }
+  const TimePoint warmup_start = SteadyClock::now();
   for (auto& instance : instances) {
     RETURN_IF_ERROR(RunWarmup(config, version_dir.parent_path(), instance.get()));
   }
+  warmup_ns += NanosBetween(warmup_start, SteadyClock::now());
   ModelVersion* raw = model.get();
   model->instances_ = std::make_unique<InstancePool>(
       config.name(), version, config.max_batch_size() > 0, model->scheduler_.get(), std::move(instances),
@@ -81,7 +92,11 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
   model->instances_->Start();
   context.metrics->AddGaugeFunction("inferd_queue_depth", ModelLabels(config.name(), version),
                                     [raw] { return static_cast<double>(raw->QueueDepth()); });
-  model->metrics_.load_duration->Set(Seconds(NanosBetween(start, SteadyClock::now())));
+  model->load_seconds_ = Seconds(NanosBetween(start, SteadyClock::now()));
+  model->warmup_seconds_ = Seconds(warmup_ns);
+  model->metrics_.load_duration->Set(model->load_seconds_);
+  model->metrics_.warmup_duration->Set(model->warmup_seconds_);
+  model->last_activity_ns_.store(context.clock->Now().time_since_epoch().count());
   spdlog::info("loaded model '{}' version {} ({} instance(s))", config.name(), version, count);
   return model;
 }
@@ -95,7 +110,35 @@ void ModelVersion::StopAndDrain() {
 
 void ModelVersion::CancelQueued() { scheduler_->CancelQueued(Status::Cancelled("server is shutting down")); }
 
+ModelVersion::Timings ModelVersion::timings() const {
+  const int64_t first = first_request_ns_.load();
+  return {load_seconds_, warmup_seconds_, first < 0 ? -1.0 : Seconds(first)};
+}
+
+Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
+  if (keep_warm_in_flight_.exchange(true)) return Status::Ok();
+  last_activity_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
+  PendingRequest pending{
+      .request = std::move(validated.request),
+      .done =
+          [this](StatusOr<InferResponse> result, const RequestTimings&) {
+            if (result.ok()) {
+              metrics_.keep_warm_runs->Increment();
+            } else {
+              spdlog::warn("model '{}' version {}: keep-warm run failed: {}", name(), version_, result.status().message());
+            }
+            keep_warm_in_flight_.store(false);
+          },
+      .batch_size = validated.batch_size,
+      .shape_key = validated.shape_key,
+  };
+  Status status = scheduler_->Enqueue(pending);
+  if (!status.ok()) keep_warm_in_flight_.store(false);
+  return status;
+}
+
 Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
+  last_activity_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
@@ -129,6 +172,13 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
     const int64_t queue_ns = NanosBetween(timings.enqueued, timings.exec_start);
     stats_.success.Add(total_ns);
     latency_.Observe(total_ns);
+    if (first_request_ns_.load(std::memory_order_relaxed) < 0) {
+      int64_t unset = -1;
+      if (first_request_ns_.compare_exchange_strong(unset, total_ns)) {
+        registry_->AddGauge("inferd_model_first_request_duration_seconds", ModelLabels(name(), version_))
+            ->Set(Seconds(total_ns));
+      }
+    }
     stats_.queue.Add(queue_ns);
     stats_.compute_input.Add(NanosBetween(timings.exec_start, timings.input_done));
     stats_.compute_infer.Add(NanosBetween(timings.input_done, timings.infer_done));

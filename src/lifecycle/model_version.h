@@ -5,9 +5,12 @@
 // so they are not removed here: the ModelManager removes them when that version leaves service.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "common/clock.h"
@@ -41,6 +44,25 @@ class ModelVersion {
   // its own copy of the callback with the returned status (the failure is already counted).
   Status Enqueue(ValidatedRequest validated, InferCallback done);
 
+  // Queues a keep-warm run (keep_warm_interval_seconds): executed like a request, counted in
+  // inferd_keep_warm_runs_total and not in the statistics. At most one is in flight.
+  Status EnqueueKeepWarm(ValidatedRequest validated);
+  // Zero when keep-warm is off.
+  std::chrono::nanoseconds keep_warm_interval() const { return keep_warm_interval_; }
+  const std::vector<Tensor>& keep_warm_inputs() const { return keep_warm_inputs_; }
+  bool keep_warm_in_flight() const { return keep_warm_in_flight_.load(); }
+  // When a request (or keep-warm run) last arrived, on the server's clock.
+  TimePoint last_activity() const { return TimePoint(std::chrono::nanoseconds(last_activity_ns_.load())); }
+
+  // How this version came to serve: whole load, its warmup part (planned batch sizes and
+  // model_warmup samples), and the first request's end-to-end time (negative until one succeeded).
+  struct Timings {
+    double load_seconds = 0;
+    double warmup_seconds = 0;
+    double first_request_seconds = -1;
+  };
+  Timings timings() const;
+
   // Stops taking requests and waits until queued and running work is finished.
   void StopAndDrain();
   // Answers every queued (not yet running) request with CANCELLED.
@@ -64,6 +86,13 @@ class ModelVersion {
   const ModelConfig config_;
   const int64_t version_;
   const Clock* clock_;
+  MetricsRegistry* registry_;
+  std::chrono::nanoseconds keep_warm_interval_{0};
+  std::vector<Tensor> keep_warm_inputs_;
+  std::atomic<bool> keep_warm_in_flight_{false};
+  std::atomic<int64_t> last_activity_ns_{0};
+  double load_seconds_ = 0, warmup_seconds_ = 0;
+  std::atomic<int64_t> first_request_ns_{-1};
   ModelStats stats_;
   LatencyHistogram latency_;
   ModelMetrics metrics_;

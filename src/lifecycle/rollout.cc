@@ -8,7 +8,6 @@
 namespace inferd {
 
 namespace {
-constexpr std::chrono::milliseconds kTick{250};
 constexpr int64_t kDefaultRetentionSeconds = 86400;
 constexpr RolloutPhase kPhases[] = {RolloutPhase::kRunning, RolloutPhase::kCompleted, RolloutPhase::kRolledBack};
 
@@ -93,27 +92,7 @@ void RegisterRolloutMetricFamilies(MetricsRegistry* registry) {
 RolloutController::RolloutController(ModelManager* models, MetricsRegistry* metrics, RetireVersion retire)
     : models_(models), metrics_(metrics), retire_(std::move(retire)) {}
 
-RolloutController::~RolloutController() {
-  {
-    MutexLock lock(&thread_mu_);
-    stop_ = true;
-  }
-  thread_cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
-
-void RolloutController::StartThread() {
-  thread_ = std::thread([this] {
-    MutexLock lock(&thread_mu_);
-    while (!stop_) {
-      thread_cv_.WaitFor(lock, kTick);
-      if (stop_) break;
-      lock.Unlock();
-      Tick(Clock::now());
-      lock.Lock();
-    }
-  });
-}
+RolloutController::~RolloutController() = default;
 
 RolloutController::Mark RolloutController::MarkOf(const std::string& model, int64_t version) const {
   Mark mark;

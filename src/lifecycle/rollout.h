@@ -77,7 +77,7 @@ struct RolloutStatus {
 class RolloutController {
  public:
   using Clock = std::chrono::steady_clock;
-  // Unloads one version after its retention; called on the controller's thread, must not block on
+  // Unloads one version after its retention; called from Tick (the ticker thread), must not block on
   // a load (it posts the work elsewhere).
   using RetireVersion = std::function<void(const std::string& model, int64_t version)>;
 
@@ -93,11 +93,9 @@ class RolloutController {
   // Forgets the model's rollout (the model was unloaded).
   void Forget(const std::string& model);
 
-  // One evaluation of every rollout; the controller's thread calls it every 250 ms. Public so that
-  // unit tests drive it with their own clock.
+  // One evaluation of every rollout: the server's ticker thread calls it 4 times a second; unit
+  // tests drive it with their own clock.
   void Tick(Clock::time_point now);
-  // Runs Tick on a thread of its own until destruction.
-  void StartThread();
 
  private:
   // A version's counters at the start of a step, to subtract from later ones.
@@ -128,11 +126,6 @@ class RolloutController {
 
   mutable Mutex mu_;
   std::map<std::string, Rollout, std::less<>> rollouts_ GUARDED_BY(mu_);
-
-  Mutex thread_mu_;
-  CondVar thread_cv_;
-  bool stop_ GUARDED_BY(thread_mu_) = false;
-  std::thread thread_;
 };
 
 void RegisterRolloutMetricFamilies(MetricsRegistry* registry);

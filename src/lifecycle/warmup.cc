@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -62,6 +63,32 @@ StatusOr<ExecutionBatch> BuildWarmupBatch(const ModelConfig& config, const infer
     batch.inputs.push_back({name, dtype, shape, AliasData(data->memory, data->get()), data->size});
   }
   return batch;
+}
+
+StatusOr<std::vector<Tensor>> KeepWarmInputs(const ModelConfig& config, const std::filesystem::path& model_dir) {
+  if (config.model_warmup_size() > 0) {
+    inference::ModelWarmup sample = config.model_warmup(0);
+    sample.set_batch_size(1);
+    ASSIGN_OR_RETURN(ExecutionBatch batch, BuildWarmupBatch(config, sample, model_dir));
+    return std::move(batch.inputs);
+  }
+  std::vector<Tensor> inputs;
+  for (const auto& input : config.input()) {
+    const DataType dtype = DataTypeFromConfig(input.data_type());
+    Shape shape(input.dims().begin(), input.dims().end());
+    if (config.max_batch_size() > 0) shape.insert(shape.begin(), 1);
+    const bool variable = std::any_of(shape.begin(), shape.end(), [](int64_t dim) { return dim < 0; });
+    if (dtype == DataType::kInvalid || dtype == DataType::kBytes || variable) {
+      return Status::InvalidArgument("model '" + config.name() + "': keep_warm_interval_seconds needs a model_warmup "
+                                     "sample, since input '" + input.name() + "' cannot be made of zeros (" +
+                                     (variable ? "a variable dim" : "not a fixed-size type") + ")");
+    }
+    ASSIGN_OR_RETURN(int64_t elements, ElementCount(shape));
+    MutableBuffer buffer = AllocateBuffer(static_cast<size_t>(elements) * DataTypeSize(dtype));
+    std::memset(buffer.get(), 0, buffer.size);
+    inputs.push_back({input.name(), dtype, shape, AliasData(buffer.memory, buffer.get()), buffer.size});
+  }
+  return inputs;
 }
 
 Status RunWarmup(const ModelConfig& config, const std::filesystem::path& model_dir, Model* model) {

@@ -113,10 +113,20 @@ int RunModels(const ModelsFlags& flags) {
   if (!client.ok()) return Fail(client.status());
   auto index = (*client)->GetRepositoryIndex();
   if (!index.ok()) return Fail(index.status());
-  std::printf("%-32s %-8s %-12s %s\n", "MODEL", "VERSION", "STATE", "REASON");
+  // Seconds with millisecond precision; "-" where the server does not say (or no request yet).
+  auto seconds = [](double value) {
+    char text[32];
+    if (value < 0) return std::string("-");
+    std::snprintf(text, sizeof text, "%.3f", value);
+    return std::string(text);
+  };
+  std::printf("%-32s %-8s %-12s %-9s %-9s %-9s %s\n", "MODEL", "VERSION", "STATE", "LOAD_S", "WARMUP_S", "FIRST_S",
+              "REASON");
   for (const client::RepositoryEntry& entry : *index) {
-    std::printf("%-32s %-8s %-12s %s\n", entry.name.c_str(), entry.version.empty() ? "-" : entry.version.c_str(),
-                entry.state.empty() ? "-" : entry.state.c_str(), entry.reason.c_str());
+    std::printf("%-32s %-8s %-12s %-9s %-9s %-9s %s\n", entry.name.c_str(),
+                entry.version.empty() ? "-" : entry.version.c_str(), entry.state.empty() ? "-" : entry.state.c_str(),
+                seconds(entry.load_seconds).c_str(), seconds(entry.warmup_seconds).c_str(),
+                seconds(entry.first_request_seconds).c_str(), entry.reason.c_str());
   }
   return 0;
 }

@@ -31,8 +31,13 @@ def test_example_client_program(server, protocol):
 def test_models_lists_versions_and_states(server, protocol):
     result = cli("models", "-u", url(server, protocol), "-i", protocol)
     assert result.returncode == 0, result.stderr
-    rows = [line.split() for line in result.stdout.splitlines()[1:]]
-    assert ["add_sub", "1", "READY"] in rows and ["add_sub", "2", "READY"] in rows
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:6] == ["MODEL", "VERSION", "STATE", "LOAD_S", "WARMUP_S", "FIRST_S"]
+    rows = [line.split() for line in lines[1:]]
+    assert [row[:3] for row in rows if row[0] == "add_sub"] == [["add_sub", "1", "READY"], ["add_sub", "2", "READY"]]
+    for row in rows:
+        if row[2] == "READY":
+            assert float(row[3]) >= float(row[4]) >= 0, row  # the warmup is part of the load
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

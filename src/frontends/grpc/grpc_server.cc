@@ -197,6 +197,11 @@ class GrpcServer::Handlers {
       if (entry.version > 0) model->set_version(std::to_string(entry.version));
       model->set_state(std::string(ModelStateName(entry.state)));
       model->set_reason(entry.reason);
+      if (entry.state == ModelState::kReady) {
+        model->set_load_seconds(entry.load_seconds);
+        model->set_warmup_seconds(entry.warmup_seconds);
+        model->set_first_request_seconds(entry.first_request_seconds);
+      }
     }
     return grpc::Status::OK;
   }

@@ -141,6 +141,14 @@ std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries) {
       w.Key("reason");
       Str(w, entry.reason);
     }
+    if (entry.state == ModelState::kReady) {  // inferd's additions
+      w.Key("load_seconds");
+      w.Double(entry.load_seconds);
+      w.Key("warmup_seconds");
+      w.Double(entry.warmup_seconds);
+      w.Key("first_request_seconds");
+      w.Double(entry.first_request_seconds);
+    }
     w.EndObject();
   }
   w.EndArray();
