@@ -15,13 +15,16 @@ namespace inferd {
 namespace {
 // Load / unload requests beyond this many waiting are refused: the lifecycle queue is bounded too.
 constexpr size_t kMaxLifecycleTasks = 64;
+// A load's work runs this much nicer than the server (ServerOptions::model_load_threads).
+constexpr int kLoadNiceIncrement = 10;
 }  // namespace
 
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
-      models_(std::make_unique<ModelManager>(ModelManager::Options{options_.repositories, options_.threads},
-                                             backends_.get(), &metrics_, &clock_)) {
+      models_(std::make_unique<ModelManager>(
+          ModelManager::Options{options_.repositories, options_.threads, kLoadNiceIncrement}, backends_.get(),
+          &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);
   RegisterProcessMetrics(&metrics_);
@@ -32,7 +35,9 @@ InferenceServer::InferenceServer(ServerOptions options)
       }
     });
   });
-  lifecycle_thread_ = std::thread([this] { RunLifecycleTasks(); });
+  for (int i = 0; i < std::max(1, options_.model_load_threads); ++i) {
+    load_threads_.emplace_back([this] { RunLoadTasks(); });
+  }
   ticker_thread_ = std::thread([this] { RunTicker(); });
 }
 
@@ -45,7 +50,9 @@ void InferenceServer::Shutdown() {
     stop_tasks_ = true;
   }
   tasks_cv_.NotifyAll();
-  if (lifecycle_thread_.joinable()) lifecycle_thread_.join();
+  if (poll_thread_.joinable()) poll_thread_.join();
+  for (std::thread& thread : load_threads_) thread.join();
+  load_threads_.clear();
   {
     MutexLock lock(&ticker_mu_);
     stop_ticker_ = true;
@@ -61,17 +68,21 @@ Status InferenceServer::Start() {
       return Status::NotFound("model repository " + repository.string() + " is not a directory");
     }
   }
+  auto load_every_model = [this] {
+    std::vector<std::function<void()>> loads;
+    for (std::string& name : models_->RepositoryModels()) {
+      loads.push_back([this, name = std::move(name)] { (void)models_->Load(name); });  // failures are logged
+    }
+    RunOnLoadThreads(std::move(loads));
+  };
   if (options_.control_mode == ModelControlMode::kPoll) {
     // Read before the loads: a model changed while they run is caught by the first polls.
     RepositorySnapshot at_start = SnapshotRepositories(options_.repositories);
-    models_->LoadAll();
-    {
-      MutexLock lock(&tasks_mu_);
-      poller_ = std::make_unique<RepositoryPoller>(std::move(at_start));
-    }
-    tasks_cv_.NotifyOne();
+    load_every_model();
+    poller_ = std::make_unique<RepositoryPoller>(std::move(at_start));
+    poll_thread_ = std::thread([this] { RunPolls(); });
   } else if (options_.control_mode == ModelControlMode::kNone) {
-    models_->LoadAll();
+    load_every_model();
   } else {
     models_->ScanNames();
     for (const auto& name : options_.startup_models) {
@@ -172,51 +183,70 @@ void InferenceServer::PostLifecycleTask(std::function<void()> task) {
   tasks_cv_.NotifyOne();
 }
 
-void InferenceServer::RunLifecycleTasks() {
-  using std::chrono::steady_clock;
-  steady_clock::time_point next_poll = steady_clock::now() + options_.repository_poll_interval;
+void InferenceServer::RunLoadTasks() {
   while (true) {
     std::function<void()> task;
-    RepositoryPoller* poller = nullptr;
     {
       MutexLock lock(&tasks_mu_);
-      while (!stop_tasks_ && tasks_.empty()) {
-        if (poller_ == nullptr) {
-          tasks_cv_.Wait(lock);
-        } else if (const auto now = steady_clock::now(); now < next_poll) {
-          tasks_cv_.WaitFor(lock, next_poll - now);
-        } else {
-          poller = poller_.get();  // set once in Start, destroyed after this thread ends
-          break;
-        }
-      }
-      if (poller == nullptr) {
-        if (tasks_.empty()) return;
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      }
+      while (!stop_tasks_ && tasks_.empty()) tasks_cv_.Wait(lock);
+      if (tasks_.empty()) return;  // stopping, and every task accepted has run
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
     }
-    if (task) {
+    task();
+  }
+}
+
+void InferenceServer::RunOnLoadThreads(std::vector<std::function<void()>> tasks) {
+  Mutex done_mu;
+  CondVar done_cv;
+  size_t left = tasks.size();
+  for (auto& task : tasks) {
+    PostLifecycleTask([&, task = std::move(task)] {
       task();
-      continue;
+      MutexLock lock(&done_mu);
+      if (--left == 0) done_cv.NotifyAll();
+    });
+  }
+  MutexLock lock(&done_mu);
+  while (left > 0) done_cv.Wait(lock);
+}
+
+void InferenceServer::RunPolls() {
+  using std::chrono::steady_clock;
+  while (true) {
+    {
+      MutexLock lock(&tasks_mu_);
+      const auto next_poll = steady_clock::now() + options_.repository_poll_interval;
+      while (!stop_tasks_) {
+        const auto now = steady_clock::now();
+        if (now >= next_poll) break;
+        tasks_cv_.WaitFor(lock, next_poll - now);
+      }
+      if (stop_tasks_) return;
     }
-    PollRepositories(poller);
-    next_poll = steady_clock::now() + options_.repository_poll_interval;
+    PollRepositories(poller_.get());
   }
 }
 
 void InferenceServer::PollRepositories(RepositoryPoller* poller) {
   const PollActions actions = poller->Poll(SnapshotRepositories(options_.repositories));
+  std::vector<std::function<void()>> work;
   for (const auto& [name, versions] : actions.load) {
     spdlog::info("repository poll: model '{}' changed{}{}, loading", name, versions.empty() ? "" : " in versions ",
                  fmt::join(versions, ", "));
-    (void)models_->Reload(name, versions);  // a failure is logged, counted and indexed by the manager
+    work.push_back([this, name, versions] {
+      (void)models_->Reload(name, versions);  // a failure is logged, counted and indexed by the manager
+    });
   }
   for (const std::string& name : actions.unload) {
     spdlog::info("repository poll: model '{}' is gone, unloading", name);
-    (void)models_->Unload(name);
-    rollouts_->Forget(name);
+    work.push_back([this, name] {
+      (void)models_->Unload(name);
+      rollouts_->Forget(name);
+    });
   }
+  RunOnLoadThreads(std::move(work));
 }
 
 void InferenceServer::PostModelControl(std::function<Status()> operation, std::function<void(Status)> done) {

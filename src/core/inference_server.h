@@ -40,6 +40,10 @@ struct ServerOptions {
   ModelControlMode control_mode = ModelControlMode::kNone;
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
   std::chrono::seconds repository_poll_interval{15};  // poll mode
+  // Loads and unloads run on this many threads (Triton's --model-load-thread-count): different
+  // models load at once, one model's loads one after another. Each load's work runs at a nice
+  // value 10 above the server's (common/low_priority.h), so it yields the cores to serving models.
+  int model_load_threads = 2;
   int threads = 1;
   // Triton's --strict-readiness: the server is ready only when every model that should be loaded
   // is ready. Off: ready once it is up and not draining, whatever the models.
@@ -87,7 +91,7 @@ class InferenceServer {
   StatusOr<RolloutStatus> RollbackRollout(const std::string& model);
   StatusOr<RolloutStatus> Rollout(const std::string& model) const;
 
-  // Load and unload run on the lifecycle thread; `done` is called there.
+  // Load and unload run on a load thread; `done` is called there.
   void LoadModelAsync(std::string name, LoadOverride override, std::function<void(Status)> done);
   void UnloadModelAsync(std::string name, std::function<void(Status)> done);
 
@@ -96,7 +100,7 @@ class InferenceServer {
   void BeginDrain();
   bool draining() const { return draining_.load(); }
   bool WaitForIdle(std::chrono::milliseconds timeout);
-  // Unloads every model (draining their queues) and stops the lifecycle thread. Call before the
+  // Unloads every model (draining their queues) and stops the load threads. Call before the
   // frontends go away: queued callbacks may still hold frontend objects.
   void Shutdown();
   // Answers every request still waiting in a queue with CANCELLED (exit timeout passed).
@@ -106,12 +110,16 @@ class InferenceServer {
   MetricsRegistry& metrics() { return metrics_; }
 
  private:
-  // The lifecycle thread: runs load/unload tasks in order, and in poll mode polls the
-  // repositories between them.
-  void RunLifecycleTasks();
+  // A load thread: runs load/unload tasks as they come (ModelManager orders those of one model).
+  void RunLoadTasks();
+  // The poll thread (poll mode): reads the repositories every interval and runs what changed on
+  // the load threads, waiting for it before the next poll.
+  void RunPolls();
   void PollRepositories(RepositoryPoller* poller);
   void PostLifecycleTask(std::function<void()> task);
-  // Runs a load/unload on the lifecycle thread when the control mode allows it.
+  // Runs every task on the load threads and waits for them all. Not from a load thread.
+  void RunOnLoadThreads(std::vector<std::function<void()>> tasks);
+  // Runs a load/unload on a load thread when the control mode allows it.
   void PostModelControl(std::function<Status()> operation, std::function<void(Status)> done);
   // The ticker thread, 4 times a second: rollouts' guard rails, and keep-warm runs for idle models.
   void RunTicker();
@@ -134,8 +142,9 @@ class InferenceServer {
   CondVar tasks_cv_;
   std::deque<std::function<void()>> tasks_ GUARDED_BY(tasks_mu_);
   bool stop_tasks_ GUARDED_BY(tasks_mu_) = false;
-  std::unique_ptr<RepositoryPoller> poller_ GUARDED_BY(tasks_mu_);  // poll mode, from Start on
-  std::thread lifecycle_thread_;
+  std::unique_ptr<RepositoryPoller> poller_;  // poll mode, set in Start before the poll thread
+  std::vector<std::thread> load_threads_;
+  std::thread poll_thread_;
 
   Mutex ticker_mu_;
   CondVar ticker_cv_;

@@ -22,40 +22,52 @@ ModelManager::ModelManager(Options options, BackendRegistry* backends, MetricsRe
 
 ModelManager::~ModelManager() { UnloadAll(); }
 
+Mutex& ModelManager::ModelLock(const std::string& name) {
+  MutexLock lock(&locks_mu_);
+  std::unique_ptr<Mutex>& mu = model_locks_[name];
+  if (!mu) mu = std::make_unique<Mutex>();
+  return *mu;
+}
+
 void ModelManager::LoadAll() {
-  MutexLock lock(&write_mu_);
   const std::map<std::string, ModelSource> sources = ScanRepositories(options_.repositories);
   RememberNames(sources);
   for (const auto& [name, source] : sources) {
-    Status status = LoadLocked(source);
+    MutexLock model_lock(&ModelLock(name));
+    Status status = LoadSource(source, {}, Retired::kLoadAgain);
     if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   }
 }
 
-Status ModelManager::Load(const std::string& name) {
-  MutexLock lock(&write_mu_);
-  return LoadFolders(name, {}, Retired::kLoadAgain);
+std::vector<std::string> ModelManager::RepositoryModels() const {
+  const auto folders = ListModelFolders(options_.repositories);
+  RememberNames(folders);
+  std::vector<std::string> names;
+  for (const auto& [name, paths] : folders) names.push_back(name);
+  return names;
 }
 
+Status ModelManager::Load(const std::string& name) { return LoadFolders(name, {}, Retired::kLoadAgain); }
+
 Status ModelManager::Reload(const std::string& name, const std::set<int64_t>& changed_versions) {
-  MutexLock lock(&write_mu_);
   return LoadFolders(name, changed_versions, Retired::kKeep);
 }
 
 Status ModelManager::LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired) {
+  MutexLock model_lock(&ModelLock(name));
   // Only this model's config is read, not every model's.
   auto folders = ListModelFolders(options_.repositories);
   RememberNames(folders);
   auto it = folders.find(name);
   if (it == folders.end()) return Status::NotFound("model '" + name + "' is not in any model repository");
-  Status status = LoadLocked(ReadModelSource(name, it->second), changed_versions, retired);
+  Status status = LoadSource(ReadModelSource(name, it->second), changed_versions, retired);
   if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   return status;
 }
 
 Status ModelManager::Load(const std::string& name, const LoadOverride& override) {
   if (override.empty()) return Load(name);
-  MutexLock lock(&write_mu_);
+  MutexLock model_lock(&ModelLock(name));
   auto folders = ListModelFolders(options_.repositories);
   RememberNames(folders);
   auto it = folders.find(name);
@@ -124,7 +136,7 @@ Status ModelManager::LoadOverridden(const std::string& name, const std::vector<f
       status = config.status();  // the request is malformed: nothing changes
     }
   }
-  if (status.ok()) status = LoadLocked(source);
+  if (status.ok()) status = LoadSource(source, {}, Retired::kLoadAgain);
   // What was loaded is in memory now; the files were only the way there.
   if (!private_root.empty()) fs::remove_all(private_root);
   return status;
@@ -150,7 +162,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelCon
       spdlog::warn("model '{}': KIND_GPU requested; inferd executes on CPU", config.name());
     }
   }
-  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config)};
+  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config), options_.load_nice_increment};
   return ModelVersion::Load(config, version, version_dir, context);
 }
 
@@ -188,24 +200,28 @@ void ModelManager::CountLoadFailure(const std::string& name) {
   metrics_->AddCounter("inferd_model_load_failures_total", {{"model", name}})->Increment();
 }
 
-Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions,
+Status ModelManager::LoadSource(const ModelSource& source, const std::set<int64_t>& changed_versions,
                                 Retired retired) {
+  const std::string& name = source.name;
   ModelRecord record{.wanted = true};
-  ServingTable next = table_;
-  VersionMap& serving = next[source.name];
-  if (!source.status.ok()) return FailModel(source.name, std::move(record), std::move(next), source.status);
+  VersionMap serving;  // what serves now; only this model's lock holder changes it
+  {
+    MutexLock lock(&write_mu_);
+    if (auto it = table_.find(name); it != table_.end()) serving = it->second;
+    if (auto previous = records_.find(name); previous != records_.end() && retired == Retired::kKeep) {
+      for (int64_t version : previous->second.retired_versions) {
+        if (!changed_versions.contains(version)) record.retired_versions.insert(version);
+      }
+    }
+  }
+  if (!source.status.ok()) return FailModel(name, std::move(record), source.status);
   ModelConfig config = *source.config;
   auto backend = backends_->Select(config);
-  if (!backend.ok()) return FailModel(source.name, std::move(record), std::move(next), backend.status());
+  if (!backend.ok()) return FailModel(name, std::move(record), backend.status());
   if (source.versions.empty()) {
-    return FailModel(source.name, std::move(record), std::move(next),
-                     Status::NotFound("model '" + source.name +
-                                      "': no version folder (a positive integer) in " + source.dir.string()));
-  }
-  if (auto previous = records_.find(source.name); previous != records_.end() && retired == Retired::kKeep) {
-    for (int64_t version : previous->second.retired_versions) {
-      if (!changed_versions.contains(version)) record.retired_versions.insert(version);
-    }
+    return FailModel(name, std::move(record),
+                     Status::NotFound("model '" + name + "': no version folder (a positive integer) in " +
+                                      source.dir.string()));
   }
   std::vector<int64_t> on_disk;
   for (int64_t version : source.versions) {
@@ -213,15 +229,15 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
   }
   std::vector<int64_t> versions = SelectVersions(config.version_policy(), on_disk);
   if (versions.empty()) {
-    return FailModel(
-        source.name, std::move(record), std::move(next),
-        Status::NotFound("model '" + source.name + "': version_policy selects none of the versions on disk"));
+    return FailModel(name, std::move(record),
+                     Status::NotFound("model '" + name + "': version_policy selects none of the versions on disk"));
   }
   // What config.pbtxt left out comes from the newest served version's model file.
   Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
-  if (completed.ok()) completed = ValidateModelConfig(config, "model '" + source.name + "' (completed config)");
+  if (completed.ok()) completed = ValidateModelConfig(config, "model '" + name + "' (completed config)");
   if (completed.ok()) completed = CheckSplitVersions(config, versions, record.retired_versions);
-  if (!completed.ok()) return FailModel(source.name, std::move(record), std::move(next), completed);
+  if (!completed.ok()) return FailModel(name, std::move(record), completed);
+  // The expensive part, with no lock other models' loads or any request wait on.
   const std::string config_bytes = ServingConfigBytes(config);
   VersionMap loaded;
   for (int64_t version : versions) {
@@ -240,7 +256,7 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
       if (current != serving.end()) {
         loaded[version] = current->second;  // keep the old one serving, with its metrics
       } else {
-        metrics_->RemoveSeries(ModelLabels(source.name, version));  // bound by the failed attempt
+        metrics_->RemoveSeries(ModelLabels(name, version));  // bound by the failed attempt
       }
     }
   }
@@ -248,32 +264,42 @@ Status ModelManager::LoadLocked(const ModelSource& source, const std::set<int64_
     // A new version that fails to load does not retire the ones it was to replace (version_policy
     // latest{1} with a broken version 3 keeps 2 serving): a failed load never leaves a model with
     // less than it served.
-    CountLoadFailure(source.name);
+    CountLoadFailure(name);
     record.still_serving = !serving.empty();
     for (const auto& [version, model] : serving) loaded.emplace(version, model);
   }
-  serving = std::move(loaded);
   Status status = record.failed_versions.empty()
                       ? Status::Ok()
                       : Status::InvalidArgument(record.failed_versions.begin()->second);
-  records_[source.name] = record;
-  Publish(std::move(next));
+  Retirees retirees;
+  {
+    MutexLock lock(&write_mu_);
+    ServingTable next = table_;
+    next[name] = std::move(loaded);
+    records_[name] = std::move(record);
+    retirees = Publish(std::move(next));
+  }
   traffic_.ApplyConfig(config);
+  DrainRetired(std::move(retirees));
   return status;
 }
 
-Status ModelManager::FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error) {
+Status ModelManager::FailModel(const std::string& name, ModelRecord record, Status error) {
   CountLoadFailure(name);
   record.error = error;
-  record.still_serving = next.contains(name) && !next.at(name).empty();
-  records_[name] = std::move(record);
-  Publish(std::move(next));
+  Retirees retirees;
+  {
+    MutexLock lock(&write_mu_);
+    record.still_serving = table_.contains(name) && !table_.at(name).empty();
+    records_[name] = std::move(record);
+    retirees = Publish(table_);  // the same table; the index records change
+  }
+  DrainRetired(std::move(retirees));
   return error;
 }
 
-void ModelManager::Publish(ServingTable table) {
-  // Versions that leave the table stop taking requests and drain before we return.
-  std::vector<std::shared_ptr<ModelVersion>> retired;
+ModelManager::Retirees ModelManager::Publish(ServingTable table) {
+  Retirees retired;
   for (const auto& [name, versions] : table_) {
     for (const auto& [version, model] : versions) {
       auto it = table.find(name);
@@ -290,6 +316,11 @@ void ModelManager::Publish(ServingTable table) {
     MutexLock lock(&index_mu_);
     index_records_ = records_;
   }
+  return retired;
+}
+
+void ModelManager::DrainRetired(Retirees retired) {
+  // Versions that left the table take no new requests; their queued and running ones finish.
   for (auto& model : retired) {
     model->StopAndDrain();
     // A reload of the same version shares these series; they go only when the version does.
@@ -308,32 +339,42 @@ void ModelManager::Publish(ServingTable table) {
 }
 
 Status ModelManager::Unload(const std::string& name) {
-  MutexLock lock(&write_mu_);
-  if (!records_.contains(name) && !table_.contains(name)) {
-    return Status::NotFound("model '" + name + "' is not loaded");
+  MutexLock model_lock(&ModelLock(name));
+  Retirees retirees;
+  {
+    MutexLock lock(&write_mu_);
+    if (!records_.contains(name) && !table_.contains(name)) {
+      return Status::NotFound("model '" + name + "' is not loaded");
+    }
+    records_.erase(name);
+    ServingTable next = table_;
+    next.erase(name);
+    retirees = Publish(std::move(next));
   }
-  records_.erase(name);
-  ServingTable next = table_;
-  next.erase(name);
-  Publish(std::move(next));
   traffic_.Remove(name);
+  DrainRetired(std::move(retirees));
   return Status::Ok();
 }
 
 Status ModelManager::RetireVersion(const std::string& name, int64_t version) {
-  MutexLock lock(&write_mu_);
-  auto model = table_.find(name);
-  if (model == table_.end() || !model->second.contains(version)) {
-    return Status::NotFound("model '" + name + "' has no loaded version " + std::to_string(version));
+  MutexLock model_lock(&ModelLock(name));
+  Retirees retirees;
+  {
+    MutexLock lock(&write_mu_);
+    auto model = table_.find(name);
+    if (model == table_.end() || !model->second.contains(version)) {
+      return Status::NotFound("model '" + name + "' has no loaded version " + std::to_string(version));
+    }
+    if (model->second.size() == 1) {
+      return Status::FailedPrecondition("model '" + name + "': version " + std::to_string(version) +
+                                        " is its only loaded version");
+    }
+    records_[name].retired_versions.insert(version);
+    ServingTable next = table_;
+    next[name].erase(version);
+    retirees = Publish(std::move(next));
   }
-  if (model->second.size() == 1) {
-    return Status::FailedPrecondition("model '" + name + "': version " + std::to_string(version) +
-                                      " is its only loaded version");
-  }
-  records_[name].retired_versions.insert(version);
-  ServingTable next = table_;
-  next[name].erase(version);
-  Publish(std::move(next));
+  DrainRetired(std::move(retirees));
   return Status::Ok();
 }
 
@@ -414,9 +455,13 @@ StatusOr<int64_t> ModelManager::BusiestVersion(std::string_view name, int64_t ex
 }
 
 void ModelManager::UnloadAll() {
-  MutexLock lock(&write_mu_);
-  records_.clear();
-  Publish({});
+  Retirees retirees;
+  {
+    MutexLock lock(&write_mu_);
+    records_.clear();
+    retirees = Publish({});
+  }
+  DrainRetired(std::move(retirees));
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Find(std::string_view name, int64_t version) const {

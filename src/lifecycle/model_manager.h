@@ -1,8 +1,10 @@
 // Which model versions are loaded, and the load / unload / reload operations on them.
 //
 // Readers (every inference) take an immutable snapshot of the serving table through one atomic
-// shared_ptr load: no lock shared with loads. Writers (load, unload) are serialised by write_mu_,
-// build the new version completely (load + warmup) before publishing a new table, then drain the
+// shared_ptr load: no lock shared with loads. Loads and unloads of one model run one at a time
+// (its lock, ModelLock); of different models at once, on the server's load threads. A load builds
+// the new version completely (load + warmup) holding only its model's lock, then publishes a new
+// table under write_mu_ (held for the copy, never for a load or a drain), then drains the
 // versions that left the table.
 #pragma once
 
@@ -31,6 +33,7 @@ class ModelManager {
   struct Options {
     std::vector<std::filesystem::path> repositories;
     int threads = 1;  // cores given to the process; divided among instances
+    int load_nice_increment = 0;  // ModelVersion::LoadContext
   };
 
   ModelManager(Options options, BackendRegistry* backends, MetricsRegistry* metrics, const Clock* clock);
@@ -39,6 +42,8 @@ class ModelManager {
   // Loads every model in the repositories (control mode none). Failures are recorded per model,
   // logged, and reported by Index() and AllReady(); they never stop the others.
   void LoadAll();
+  // The model names in the repositories now (no config is read); refreshes the names State() knows.
+  std::vector<std::string> RepositoryModels() const;
   // Loads or reloads one model from disk (control mode explicit: the load API). A version keeps
   // serving as it is when its config is unchanged. A version that fails to load leaves what
   // served before serving. Versions retired after a rollout load again.
@@ -105,22 +110,26 @@ class ModelManager {
     std::set<int64_t> retired_versions;
   };
 
+  using Retirees = std::vector<std::shared_ptr<ModelVersion>>;
   // kKeep: versions retired after a rollout stay out (poll reloads); kLoadAgain: they come back.
   enum class Retired { kKeep, kLoadAgain };
-  Status LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired)
-      REQUIRES(write_mu_);
-  Status LoadLocked(const ModelSource& source, const std::set<int64_t>& changed_versions = {},
-                    Retired retired = Retired::kLoadAgain) REQUIRES(write_mu_);
+  Mutex& ModelLock(const std::string& name);
+  Status LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired);
+  // The caller holds ModelLock(source.name) (a dynamic lock the annotations cannot name).
+  Status LoadSource(const ModelSource& source, const std::set<int64_t>& changed_versions, Retired retired)
+      EXCLUDES(write_mu_);
   void CountLoadFailure(const std::string& name);
   Status LoadOverridden(const std::string& name, const std::vector<std::filesystem::path>& repository_folders,
-                        const LoadOverride& override) REQUIRES(write_mu_);
+                        const LoadOverride& override) EXCLUDES(write_mu_);
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const ModelConfig& config, Backend* backend,
                                                       const std::filesystem::path& model_dir,
                                                       int64_t version);
-  void Publish(ServingTable table) REQUIRES(write_mu_);
-  // Records a model-level failure and publishes `next` (which keeps any versions still serving).
-  Status FailModel(const std::string& name, ModelRecord record, ServingTable next, Status error)
-      REQUIRES(write_mu_);
+  // Makes `table` the one requests see; returns the versions that left it, to be drained (by
+  // DrainRetired, after write_mu_ is released: a drain waits for their requests).
+  Retirees Publish(ServingTable table) REQUIRES(write_mu_);
+  void DrainRetired(Retirees retired) EXCLUDES(write_mu_);
+  // Records a model-level failure; what serves keeps serving.
+  Status FailModel(const std::string& name, ModelRecord record, Status error) EXCLUDES(write_mu_);
   int IntraOpThreads(const ModelConfig& config) const;
   // Keeps the keys of a scan (model name -> folders or sources) as the names State() knows.
   template <typename ByName>
@@ -136,7 +145,9 @@ class ModelManager {
   MetricsRegistry* metrics_;
   const Clock* clock_;
 
-  Mutex write_mu_;  // serialises loads and unloads
+  Mutex locks_mu_;
+  std::map<std::string, std::unique_ptr<Mutex>, std::less<>> model_locks_ GUARDED_BY(locks_mu_);
+  Mutex write_mu_;  // guards the records and the table: held to copy and publish, never to load
   std::map<std::string, ModelRecord, std::less<>> records_ GUARDED_BY(write_mu_);
   ServingTable table_ GUARDED_BY(write_mu_);  // the latest published copy
   std::atomic<std::shared_ptr<const ServingTable>> snapshot_;

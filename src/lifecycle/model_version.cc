@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "common/low_priority.h"
 #include "instances/planned_batches.h"
 #include "lifecycle/warmup.h"
 
@@ -59,6 +60,32 @@ ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const Loa
       orderer_(config.dynamic_batching().preserve_ordering() ? std::make_unique<ResponseOrderer>() : nullptr),
       scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
 
+namespace {
+
+// Loads, prepares (planned batch sizes) and warms up every instance; `warmup_ns` gets the time of
+// the last two.
+Status BuildInstances(const ModelConfig& config, const std::filesystem::path& version_dir,
+                      const ModelVersion::LoadContext& context, std::vector<std::unique_ptr<Model>>* instances,
+                      int64_t* warmup_ns) {
+  const int count = InstanceCount(config);
+  for (int i = 0; i < count; ++i) {
+    auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
+    if (!loaded.ok()) return loaded.status();
+    const TimePoint prepare_start = SteadyClock::now();
+    ASSIGN_OR_RETURN(std::unique_ptr<Model> prepared, PrepareBatchSizes(std::move(loaded).value(), config));
+    *warmup_ns += NanosBetween(prepare_start, SteadyClock::now());
+    instances->push_back(std::move(prepared));
+  }
+  const TimePoint warmup_start = SteadyClock::now();
+  for (auto& instance : *instances) {
+    RETURN_IF_ERROR(RunWarmup(config, version_dir.parent_path(), instance.get()));
+  }
+  *warmup_ns += NanosBetween(warmup_start, SteadyClock::now());
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& config, int64_t version,
                                                            const std::filesystem::path& version_dir,
                                                            const LoadContext& context) {
@@ -70,21 +97,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
     model->keep_warm_interval_ = std::chrono::seconds(keep_warm_seconds);
   }
   std::vector<std::unique_ptr<Model>> instances;
-  const int count = InstanceCount(config);
   int64_t warmup_ns = 0;
-  for (int i = 0; i < count; ++i) {
-    auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
-    if (!loaded.ok()) return loaded.status();
-    const TimePoint prepare_start = SteadyClock::now();
-    ASSIGN_OR_RETURN(std::unique_ptr<Model> prepared, PrepareBatchSizes(std::move(loaded).value(), config));
-    warmup_ns += NanosBetween(prepare_start, SteadyClock::now());
-    instances.push_back(std::move(prepared));
-  }
-  const TimePoint warmup_start = SteadyClock::now();
-  for (auto& instance : instances) {
-    RETURN_IF_ERROR(RunWarmup(config, version_dir.parent_path(), instance.get()));
-  }
-  warmup_ns += NanosBetween(warmup_start, SteadyClock::now());
+  Status built = Status::Ok();
+  RunAtLowerPriority(context.load_nice_increment,
+                     [&] { built = BuildInstances(config, version_dir, context, &instances, &warmup_ns); });
+  RETURN_IF_ERROR(built);
+  const int count = static_cast<int>(instances.size());
   ModelVersion* raw = model.get();
   model->instances_ = std::make_unique<InstancePool>(
       config.name(), version, config.max_batch_size() > 0, model->scheduler_.get(), std::move(instances),

@@ -32,6 +32,9 @@ class ModelVersion {
     MetricsRegistry* metrics = nullptr;
     const Clock* clock = nullptr;
     int intra_op_threads = 1;  // for backends that parallelise one execution
+    // Added to the nice value of the thread that loads, prepares and warms the instances, so that a
+    // load yields the cores to serving models (common/low_priority.h). 0: the caller's priority.
+    int load_nice_increment = 0;
   };
 
   static StatusOr<std::shared_ptr<ModelVersion>> Load(const ModelConfig& config, int64_t version,

@@ -100,6 +100,13 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->capture_default_str()
       ->envname("INFERD_REPOSITORY_POLL_SECS");
   command
+      ->add_option("--model-load-threads,--model-load-thread-count", flags->model_load_threads,
+                   "Threads that load and unload models: different models load at once, one model's loads "
+                   "in turn; a load runs 10 nice levels below serving")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str()
+      ->envname("INFERD_MODEL_LOAD_THREADS");
+  command
       ->add_option("--load-model", flags->load_models,
                    "In explicit mode, a model to load at start; repeatable")
       ->envname("INFERD_LOAD_MODEL");
@@ -165,6 +172,7 @@ int RunServe(const ServeFlags& flags) {
                          : flags.model_control_mode == "poll"   ? ModelControlMode::kPoll
                                                                 : ModelControlMode::kNone;
   options.repository_poll_interval = std::chrono::seconds(flags.repository_poll_secs);
+  options.model_load_threads = flags.model_load_threads;
   options.startup_models = flags.load_models;
   options.strict_readiness = flags.strict_readiness;
   options.threads =
