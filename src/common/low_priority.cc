@@ -1,22 +1,18 @@
 #include "common/low_priority.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <sched.h>
 
-#include <cerrno>
 #include <thread>
 
 namespace inferd {
 
-bool RunAtLowerPriority(int nice_increment, const std::function<void()>& work) {
+bool RunAtIdlePriority(bool idle, const std::function<void()>& work) {
   bool lowered = false;
   std::thread worker([&] {
-    if (nice_increment > 0) {
-      const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-      errno = 0;
-      const int nice = ::getpriority(PRIO_PROCESS, tid);
-      lowered = errno == 0 && ::setpriority(PRIO_PROCESS, tid, nice + nice_increment) == 0;
+    if (idle) {
+      sched_param param{};
+      param.sched_priority = 0;
+      lowered = ::sched_setscheduler(0, SCHED_IDLE, &param) == 0;  // 0: the calling thread
     }
     work();
   });

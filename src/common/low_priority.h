@@ -1,20 +1,25 @@
-// Runs work on a thread of lower CPU priority (a higher nice value), so that loading a model
-// yields the cores to the models serving requests.
+// Runs work on a thread of the lowest CPU priority Linux offers (SCHED_IDLE), so that loading a
+// model uses only the CPU time serving models leave idle.
 //
-// Why a thread of its own: Linux keeps the nice value per thread, and threads inherit it from the
-// thread that creates them. Lowering the priority of a lasting thread (a load thread) would pass
-// it on to every instance thread it starts, and without CAP_SYS_NICE nobody can raise it back. A
-// thread made for the work and joined after it takes its priority (and the OpenMP team it starts,
-// which libgomp keeps per thread) with it.
+// Why SCHED_IDLE and not a nice value: model execution runs on OpenMP teams, whose threads meet at
+// a barrier after every layer. A load at nice +10 still gets its share of a busy core, and each
+// time it holds one of a serving team's cores, the whole team waits at the next barrier: on 2
+// cores, a resnet50 reloading every 2 s took mobilenet's p99 from 59 ms to 1.2 s
+// (docs/BENCHMARKS.md). A SCHED_IDLE thread runs only when nothing else wants the core and yields
+// it at once when a serving thread wakes.
+//
+// Why a thread of its own: Linux keeps the policy per thread, and threads inherit it from the
+// thread that creates them. Lowering a lasting thread (a load thread) would pass it on to every
+// instance thread it starts. A thread made for the work and joined after it takes its priority,
+// and the OpenMP team it starts (libgomp keeps one per thread), with it.
 #pragma once
 
 #include <functional>
 
 namespace inferd {
 
-// Runs `work` on a new thread whose nice value is `nice_increment` above the caller's, and waits
-// for it. With an increment of 0, or when the priority cannot be changed, it still runs (at the
-// caller's priority). Returns whether the priority was lowered.
-bool RunAtLowerPriority(int nice_increment, const std::function<void()>& work);
+// Runs `work` on a new SCHED_IDLE thread (when `idle`; at the caller's priority otherwise, or when
+// the policy cannot be set) and waits for it. Returns whether the priority was lowered.
+bool RunAtIdlePriority(bool idle, const std::function<void()>& work);
 
 }  // namespace inferd

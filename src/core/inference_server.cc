@@ -15,15 +15,13 @@ namespace inferd {
 namespace {
 // Load / unload requests beyond this many waiting are refused: the lifecycle queue is bounded too.
 constexpr size_t kMaxLifecycleTasks = 64;
-// A load's work runs this much nicer than the server (ServerOptions::model_load_threads).
-constexpr int kLoadNiceIncrement = 10;
 }  // namespace
 
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
       models_(std::make_unique<ModelManager>(
-          ModelManager::Options{options_.repositories, options_.threads, kLoadNiceIncrement}, backends_.get(),
+          ModelManager::Options{options_.repositories, options_.threads, /*load_at_idle_priority=*/true}, backends_.get(),
           &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);

@@ -41,8 +41,8 @@ struct ServerOptions {
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
   std::chrono::seconds repository_poll_interval{15};  // poll mode
   // Loads and unloads run on this many threads (Triton's --model-load-thread-count): different
-  // models load at once, one model's loads one after another. Each load's work runs at a nice
-  // value 10 above the server's (common/low_priority.h), so it yields the cores to serving models.
+  // models load at once, one model's loads one after another. Each load's work runs at SCHED_IDLE
+  // (common/low_priority.h), so it takes only the CPU time serving models leave.
   int model_load_threads = 2;
   int threads = 1;
   // Triton's --strict-readiness: the server is ready only when every model that should be loaded

@@ -1,5 +1,7 @@
 #include "lifecycle/model_manager.h"
 
+#include "common/low_priority.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -147,7 +149,7 @@ int ModelManager::IntraOpThreads(const ModelConfig& config) const {
   return std::max(1, options_.threads / InstanceCount(config));
 }
 
-StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelConfig& config, Backend* backend,
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const ModelConfig& config, Backend* backend,
                                                                   const fs::path& model_dir,
                                                                   int64_t version) {
   const fs::path version_dir = model_dir / std::to_string(version);
@@ -162,8 +164,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::LoadVersion(const ModelCon
       spdlog::warn("model '{}': KIND_GPU requested; inferd executes on CPU", config.name());
     }
   }
-  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config), options_.load_nice_increment};
-  return ModelVersion::Load(config, version, version_dir, context);
+  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config)};
+  return ModelVersion::Prepare(config, version, version_dir, context);
 }
 
 namespace {
@@ -200,6 +202,57 @@ void ModelManager::CountLoadFailure(const std::string& name) {
   metrics_->AddCounter("inferd_model_load_failures_total", {{"model", name}})->Increment();
 }
 
+ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& source,
+                                                           const std::set<int64_t>& changed_versions,
+                                                           const VersionMap& serving, ModelRecord* record) {
+  const std::string& name = source.name;
+  PreparedVersions prepared;
+  if (!source.status.ok()) return {source.status};
+  prepared.config = *source.config;
+  ModelConfig& config = prepared.config;
+  auto backend = backends_->Select(config);
+  if (!backend.ok()) return {backend.status()};
+  if (source.versions.empty()) {
+    return {Status::NotFound("model '" + name + "': no version folder (a positive integer) in " + source.dir.string())};
+  }
+  std::vector<int64_t> on_disk;
+  for (int64_t version : source.versions) {
+    if (!record->retired_versions.contains(version)) on_disk.push_back(version);
+  }
+  std::vector<int64_t> versions = SelectVersions(config.version_policy(), on_disk);
+  if (versions.empty()) {
+    return {Status::NotFound("model '" + name + "': version_policy selects none of the versions on disk")};
+  }
+  // What config.pbtxt left out comes from the newest served version's model file.
+  Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
+  if (completed.ok()) completed = ValidateModelConfig(config, "model '" + name + "' (completed config)");
+  if (completed.ok()) completed = CheckSplitVersions(config, versions, record->retired_versions);
+  if (!completed.ok()) return {completed};
+  const std::string config_bytes = ServingConfigBytes(config);
+  for (int64_t version : versions) {
+    auto current = serving.find(version);
+    if (current != serving.end() && ServingConfigBytes(current->second->config()) == config_bytes &&
+        !changed_versions.contains(version)) {
+      prepared.versions[version] = current->second;  // unchanged: keep serving it
+      continue;
+    }
+    auto model = PrepareVersion(config, *backend, source.dir, version);
+    if (model.ok()) {
+      prepared.versions[version] = *model;
+      prepared.started.push_back(std::move(model).value());
+    } else {
+      record->failed_versions[version] = model.status().message();
+      spdlog::error("{}", model.status().message());
+      if (current != serving.end()) {
+        prepared.versions[version] = current->second;  // keep the old one serving, with its metrics
+      } else {
+        metrics_->RemoveSeries(ModelLabels(name, version));  // bound by the failed attempt
+      }
+    }
+  }
+  return prepared;
+}
+
 Status ModelManager::LoadSource(const ModelSource& source, const std::set<int64_t>& changed_versions,
                                 Retired retired) {
   const std::string& name = source.name;
@@ -214,52 +267,15 @@ Status ModelManager::LoadSource(const ModelSource& source, const std::set<int64_
       }
     }
   }
-  if (!source.status.ok()) return FailModel(name, std::move(record), source.status);
-  ModelConfig config = *source.config;
-  auto backend = backends_->Select(config);
-  if (!backend.ok()) return FailModel(name, std::move(record), backend.status());
-  if (source.versions.empty()) {
-    return FailModel(name, std::move(record),
-                     Status::NotFound("model '" + name + "': no version folder (a positive integer) in " +
-                                      source.dir.string()));
-  }
-  std::vector<int64_t> on_disk;
-  for (int64_t version : source.versions) {
-    if (!record.retired_versions.contains(version)) on_disk.push_back(version);
-  }
-  std::vector<int64_t> versions = SelectVersions(config.version_policy(), on_disk);
-  if (versions.empty()) {
-    return FailModel(name, std::move(record),
-                     Status::NotFound("model '" + name + "': version_policy selects none of the versions on disk"));
-  }
-  // What config.pbtxt left out comes from the newest served version's model file.
-  Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
-  if (completed.ok()) completed = ValidateModelConfig(config, "model '" + name + "' (completed config)");
-  if (completed.ok()) completed = CheckSplitVersions(config, versions, record.retired_versions);
-  if (!completed.ok()) return FailModel(name, std::move(record), completed);
-  // The expensive part, with no lock other models' loads or any request wait on.
-  const std::string config_bytes = ServingConfigBytes(config);
-  VersionMap loaded;
-  for (int64_t version : versions) {
-    auto current = serving.find(version);
-    if (current != serving.end() && ServingConfigBytes(current->second->config()) == config_bytes &&
-        !changed_versions.contains(version)) {
-      loaded[version] = current->second;  // unchanged: keep serving it
-      continue;
-    }
-    auto model = LoadVersion(config, *backend, source.dir, version);
-    if (model.ok()) {
-      loaded[version] = std::move(model).value();
-    } else {
-      record.failed_versions[version] = model.status().message();
-      spdlog::error("{}", model.status().message());
-      if (current != serving.end()) {
-        loaded[version] = current->second;  // keep the old one serving, with its metrics
-      } else {
-        metrics_->RemoveSeries(ModelLabels(name, version));  // bound by the failed attempt
-      }
-    }
-  }
+  // The expensive part runs at idle CPU priority (common/low_priority.h) and holds no lock that
+  // other models' loads or any request wait on. Instance threads are started after it, from here.
+  PreparedVersions prepared;
+  RunAtIdlePriority(options_.load_at_idle_priority,
+                    [&] { prepared = PrepareVersions(source, changed_versions, serving, &record); });
+  if (!prepared.error.ok()) return FailModel(name, std::move(record), prepared.error);
+  for (const auto& model : prepared.started) model->Start();
+  VersionMap loaded = std::move(prepared.versions);
+  const ModelConfig& config = prepared.config;
   if (!record.failed_versions.empty()) {
     // A new version that fails to load does not retire the ones it was to replace (version_policy
     // latest{1} with a broken version 3 keeps 2 serving): a failed load never leaves a model with
@@ -320,6 +336,12 @@ ModelManager::Retirees ModelManager::Publish(ServingTable table) {
 }
 
 void ModelManager::DrainRetired(Retirees retired) {
+  if (retired.empty()) return;
+  // Freeing what a version held (and trimming the heap after) is work too: at idle priority.
+  RunAtIdlePriority(options_.load_at_idle_priority, [&] { ReleaseRetired(std::move(retired)); });
+}
+
+void ModelManager::ReleaseRetired(Retirees retired) {
   // Versions that left the table take no new requests; their queued and running ones finish.
   for (auto& model : retired) {
     model->StopAndDrain();
@@ -329,13 +351,11 @@ void ModelManager::DrainRetired(Retirees retired) {
     }
     spdlog::info("unloaded model '{}' version {}", model->name(), model->version());
   }
-  if (!retired.empty()) {
-    // What the versions held was freed by the threads that used it (instance threads, which
-    // are new at every load) into glibc's per-thread arenas, where it stays resident until
-    // trimmed: without this, RSS stepped up over the first load/unload cycles and stayed there.
-    retired.clear();
-    malloc_trim(0);
-  }
+  // What the versions held was freed by the threads that used it (instance threads, which are
+  // new at every load) into glibc's per-thread arenas, where it stays resident until trimmed:
+  // without this, RSS stepped up over the first load/unload cycles and stayed there.
+  retired.clear();
+  malloc_trim(0);
 }
 
 Status ModelManager::Unload(const std::string& name) {

@@ -33,7 +33,7 @@ class ModelManager {
   struct Options {
     std::vector<std::filesystem::path> repositories;
     int threads = 1;  // cores given to the process; divided among instances
-    int load_nice_increment = 0;  // ModelVersion::LoadContext
+    bool load_at_idle_priority = false;  // ModelVersion::LoadContext
   };
 
   ModelManager(Options options, BackendRegistry* backends, MetricsRegistry* metrics, const Clock* clock);
@@ -121,13 +121,25 @@ class ModelManager {
   void CountLoadFailure(const std::string& name);
   Status LoadOverridden(const std::string& name, const std::vector<std::filesystem::path>& repository_folders,
                         const LoadOverride& override) EXCLUDES(write_mu_);
-  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const ModelConfig& config, Backend* backend,
-                                                      const std::filesystem::path& model_dir,
-                                                      int64_t version);
+  // What a load prepared: the completed config, the versions to serve (new ones not started
+  // yet, listed in `started` too), or a model-level error.
+  struct PreparedVersions {
+    Status error;
+    ModelConfig config;
+    VersionMap versions;
+    std::vector<std::shared_ptr<ModelVersion>> started;
+  };
+  // Validates the source and prepares its changed versions (ModelVersion::Prepare); a version
+  // that fails is recorded in `record` and what served keeps serving.
+  PreparedVersions PrepareVersions(const ModelSource& source, const std::set<int64_t>& changed_versions,
+                                   const VersionMap& serving, ModelRecord* record);
+  StatusOr<std::shared_ptr<ModelVersion>> PrepareVersion(const ModelConfig& config, Backend* backend,
+                                                         const std::filesystem::path& model_dir, int64_t version);
   // Makes `table` the one requests see; returns the versions that left it, to be drained (by
   // DrainRetired, after write_mu_ is released: a drain waits for their requests).
   Retirees Publish(ServingTable table) REQUIRES(write_mu_);
   void DrainRetired(Retirees retired) EXCLUDES(write_mu_);
+  void ReleaseRetired(Retirees retired);
   // Records a model-level failure; what serves keeps serving.
   Status FailModel(const std::string& name, ModelRecord record, Status error) EXCLUDES(write_mu_);
   int IntraOpThreads(const ModelConfig& config) const;

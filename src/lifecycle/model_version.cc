@@ -4,7 +4,6 @@
 
 #include <chrono>
 
-#include "common/low_priority.h"
 #include "instances/planned_batches.h"
 #include "lifecycle/warmup.h"
 
@@ -89,6 +88,14 @@ Status BuildInstances(const ModelConfig& config, const std::filesystem::path& ve
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& config, int64_t version,
                                                            const std::filesystem::path& version_dir,
                                                            const LoadContext& context) {
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> model, Prepare(config, version, version_dir, context));
+  model->Start();
+  return model;
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Prepare(const ModelConfig& config, int64_t version,
+                                                              const std::filesystem::path& version_dir,
+                                                              const LoadContext& context) {
   const TimePoint start = SteadyClock::now();
   std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, context));
   ASSIGN_OR_RETURN(const int64_t keep_warm_seconds, SecondsParameter(config, "keep_warm_interval_seconds", 0));
@@ -96,27 +103,29 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Load(const ModelConfig& co
     ASSIGN_OR_RETURN(model->keep_warm_inputs_, KeepWarmInputs(config, version_dir.parent_path()));
     model->keep_warm_interval_ = std::chrono::seconds(keep_warm_seconds);
   }
-  std::vector<std::unique_ptr<Model>> instances;
   int64_t warmup_ns = 0;
-  Status built = Status::Ok();
-  RunAtLowerPriority(context.load_nice_increment,
-                     [&] { built = BuildInstances(config, version_dir, context, &instances, &warmup_ns); });
-  RETURN_IF_ERROR(built);
-  const int count = static_cast<int>(instances.size());
-  ModelVersion* raw = model.get();
-  model->instances_ = std::make_unique<InstancePool>(
-      config.name(), version, config.max_batch_size() > 0, model->scheduler_.get(), std::move(instances),
-      [raw](const ExecutionReport& report) { raw->OnExecution(report); }, context.clock);
-  model->instances_->Start();
-  context.metrics->AddGaugeFunction("inferd_queue_depth", ModelLabels(config.name(), version),
-                                    [raw] { return static_cast<double>(raw->QueueDepth()); });
+  RETURN_IF_ERROR(BuildInstances(config, version_dir, context, &model->prepared_, &warmup_ns));
   model->load_seconds_ = Seconds(NanosBetween(start, SteadyClock::now()));
   model->warmup_seconds_ = Seconds(warmup_ns);
-  model->metrics_.load_duration->Set(model->load_seconds_);
-  model->metrics_.warmup_duration->Set(model->warmup_seconds_);
-  model->last_activity_ns_.store(context.clock->Now().time_since_epoch().count());
-  spdlog::info("loaded model '{}' version {} ({} instance(s))", config.name(), version, count);
   return model;
+}
+
+void ModelVersion::Start() {
+  const TimePoint start = SteadyClock::now();
+  const int count = static_cast<int>(prepared_.size());
+  ModelVersion* raw = this;
+  instances_ = std::make_unique<InstancePool>(
+      name(), version_, config_.max_batch_size() > 0, scheduler_.get(), std::move(prepared_),
+      [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_);
+  prepared_.clear();
+  instances_->Start();
+  registry_->AddGaugeFunction("inferd_queue_depth", ModelLabels(name(), version_),
+                              [raw] { return static_cast<double>(raw->QueueDepth()); });
+  load_seconds_ += Seconds(NanosBetween(start, SteadyClock::now()));
+  metrics_.load_duration->Set(load_seconds_);
+  metrics_.warmup_duration->Set(warmup_seconds_);
+  last_activity_ns_.store(clock_->Now().time_since_epoch().count());
+  spdlog::info("loaded model '{}' version {} ({} instance(s))", name(), version_, count);
 }
 
 ModelVersion::~ModelVersion() { StopAndDrain(); }

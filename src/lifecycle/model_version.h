@@ -32,14 +32,20 @@ class ModelVersion {
     MetricsRegistry* metrics = nullptr;
     const Clock* clock = nullptr;
     int intra_op_threads = 1;  // for backends that parallelise one execution
-    // Added to the nice value of the thread that loads, prepares and warms the instances, so that a
-    // load yields the cores to serving models (common/low_priority.h). 0: the caller's priority.
-    int load_nice_increment = 0;
   };
 
+  // Prepare, then Start.
   static StatusOr<std::shared_ptr<ModelVersion>> Load(const ModelConfig& config, int64_t version,
                                                       const std::filesystem::path& version_dir,
                                                       const LoadContext& context);
+  // The expensive part: loads, prepares (planned batch sizes) and warms up the instances, on the
+  // calling thread. The version takes no request until Start.
+  static StatusOr<std::shared_ptr<ModelVersion>> Prepare(const ModelConfig& config, int64_t version,
+                                                         const std::filesystem::path& version_dir,
+                                                         const LoadContext& context);
+  // Starts the instance threads, which inherit the calling thread's CPU priority: call it from a
+  // thread of normal priority (the loads' work runs at idle priority, common/low_priority.h).
+  void Start();
   ~ModelVersion();
 
   // Queues the request; on success `done` will be called exactly once. On failure (queue full,
@@ -101,6 +107,7 @@ class ModelVersion {
   ModelMetrics metrics_;
   std::unique_ptr<ResponseOrderer> orderer_;  // set when dynamic_batching.preserve_ordering
   std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Model>> prepared_;  // between Prepare and Start
   std::unique_ptr<InstancePool> instances_;
 };
 

@@ -102,7 +102,7 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
   command
       ->add_option("--model-load-threads,--model-load-thread-count", flags->model_load_threads,
                    "Threads that load and unload models: different models load at once, one model's loads "
-                   "in turn; a load runs 10 nice levels below serving")
+                   "in turn; a load runs at idle CPU priority (SCHED_IDLE), behind serving")
       ->check(CLI::Range(1, 64))
       ->capture_default_str()
       ->envname("INFERD_MODEL_LOAD_THREADS");

@@ -2,8 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
+
+#include "common/low_priority.h"
 
 namespace inferd {
 namespace {
@@ -150,6 +156,58 @@ TEST_F(ModelManagerTest, FailedFirstLoadLeavesNoSeries) {
   auto manager = Manager();
   EXPECT_FALSE(manager->Load("broken").ok());
   EXPECT_FALSE(HasSeries(metrics_, "broken", "1"));
+}
+
+// Blocks each load until the test opens the gate; records the CPU policy the load ran at.
+class GatedBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "gated"; }
+  StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) override {
+    policy.store(sched_getscheduler(0));
+    started.store(true);
+    gate.wait();
+    return identity_->Load(config, options);
+  }
+  std::shared_future<void> gate;
+  std::atomic<bool> started{false};
+  std::atomic<int> policy{-1};
+  Backend* identity_ = nullptr;
+};
+
+// A slow load of one model neither waits for nor delays the load of another, nor the requests
+// to what serves; and the load's work ran at idle CPU priority.
+TEST_F(ModelManagerTest, ModelsLoadAtOnceAndALoadRunsAtIdlePriority) {
+  AddModel("fast", kIdentity, {1});
+  AddModel("slow", std::string(kIdentity).replace(0, std::string("backend: \"identity\"").size(), "backend: \"gated\""), {1});
+  auto identity = BackendRegistry::WithBuiltins();
+  auto gated = std::make_unique<GatedBackend>();
+  GatedBackend* gate = gated.get();
+  gate->identity_ = *identity.Select(ParseModelConfigText(kIdentity, "t").value());
+  std::promise<void> open;
+  gate->gate = open.get_future().share();
+  backends_.Register(std::move(gated));
+  ModelManager manager(ModelManager::Options{{repo_}, 2, /*load_at_idle_priority=*/true}, &backends_, &metrics_, &clock_);
+  ASSERT_TRUE(manager.Load("fast").ok());
+  auto slow = std::async(std::launch::async, [&] { return manager.Load("slow"); });
+  while (!gate->started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(manager.Reload("fast", {1}).ok());  // while "slow" is still loading
+  ASSERT_TRUE(manager.Unload("fast").ok());
+  ASSERT_TRUE(manager.Load("fast").ok());
+  EXPECT_TRUE(manager.Find("fast", 0).ok());
+  EXPECT_FALSE(manager.Find("slow", 0).ok());
+  open.set_value();
+  EXPECT_TRUE(slow.get().ok());
+  EXPECT_TRUE(manager.Find("slow", 0).ok());
+  EXPECT_EQ(gate->policy.load(), SCHED_IDLE);
+}
+
+TEST(LowPriorityTest, TheWorkRunsAtIdlePriorityAndTheCallerKeepsItsOwn) {
+  int inside = -1;
+  EXPECT_TRUE(RunAtIdlePriority(true, [&] { inside = sched_getscheduler(0); }));
+  EXPECT_EQ(inside, SCHED_IDLE);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  EXPECT_FALSE(RunAtIdlePriority(false, [&] { inside = sched_getscheduler(0); }));
+  EXPECT_EQ(inside, SCHED_OTHER);
 }
 
 }  // namespace
