@@ -21,7 +21,7 @@ InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
       models_(std::make_unique<ModelManager>(
-          ModelManager::Options{options_.repositories, options_.threads, /*load_at_idle_priority=*/true}, backends_.get(),
+          ModelManager::Options{options_.repositories, options_.threads}, backends_.get(),
           &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);
@@ -78,7 +78,6 @@ Status InferenceServer::Start() {
     RepositorySnapshot at_start = SnapshotRepositories(options_.repositories);
     load_every_model();
     poller_ = std::make_unique<RepositoryPoller>(std::move(at_start));
-    poll_thread_ = std::thread([this] { RunPolls(); });
   } else if (options_.control_mode == ModelControlMode::kNone) {
     load_every_model();
   } else {
@@ -88,6 +87,8 @@ Status InferenceServer::Start() {
       if (!status.ok()) spdlog::error("startup model '{}': {}", name, status.message());
     }
   }
+  models_->SetLoadsAtIdlePriority(options_.loads_at_idle_priority);  // from now on loads run beside serving
+  if (poller_) poll_thread_ = std::thread([this] { RunPolls(); });
   return Status::Ok();
 }
 
@@ -233,7 +234,7 @@ void InferenceServer::PollRepositories(RepositoryPoller* poller) {
   for (const auto& [name, versions] : actions.load) {
     spdlog::info("repository poll: model '{}' changed{}{}, loading", name, versions.empty() ? "" : " in versions ",
                  fmt::join(versions, ", "));
-    work.push_back([this, name, versions] {
+    work.push_back([this, name = name, versions = versions] {
       (void)models_->Reload(name, versions);  // a failure is logged, counted and indexed by the manager
     });
   }

@@ -41,9 +41,11 @@ struct ServerOptions {
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
   std::chrono::seconds repository_poll_interval{15};  // poll mode
   // Loads and unloads run on this many threads (Triton's --model-load-thread-count): different
-  // models load at once, one model's loads one after another. Each load's work runs at SCHED_IDLE
-  // (common/low_priority.h), so it takes only the CPU time serving models leave.
+  // models load at once, one model's loads one after another.
   int model_load_threads = 2;
+  // After start-up, run each load's work at SCHED_IDLE (--model-load-priority idle, the default).
+  // The price: on a server whose cores are all busy serving, a load advances only in idle time.
+  bool loads_at_idle_priority = true;
   int threads = 1;
   // Triton's --strict-readiness: the server is ready only when every model that should be loaded
   // is ready. Off: ready once it is up and not draining, whatever the models.

@@ -270,7 +270,7 @@ Status ModelManager::LoadSource(const ModelSource& source, const std::set<int64_
   // The expensive part runs at idle CPU priority (common/low_priority.h) and holds no lock that
   // other models' loads or any request wait on. Instance threads are started after it, from here.
   PreparedVersions prepared;
-  RunAtIdlePriority(options_.load_at_idle_priority,
+  RunAtIdlePriority(loads_at_idle_priority_.load(),
                     [&] { prepared = PrepareVersions(source, changed_versions, serving, &record); });
   if (!prepared.error.ok()) return FailModel(name, std::move(record), prepared.error);
   for (const auto& model : prepared.started) model->Start();
@@ -338,7 +338,7 @@ ModelManager::Retirees ModelManager::Publish(ServingTable table) {
 void ModelManager::DrainRetired(Retirees retired) {
   if (retired.empty()) return;
   // Freeing what a version held (and trimming the heap after) is work too: at idle priority.
-  RunAtIdlePriority(options_.load_at_idle_priority, [&] { ReleaseRetired(std::move(retired)); });
+  RunAtIdlePriority(loads_at_idle_priority_.load(), [&] { ReleaseRetired(std::move(retired)); });
 }
 
 void ModelManager::ReleaseRetired(Retirees retired) {

@@ -33,7 +33,8 @@ class ModelManager {
   struct Options {
     std::vector<std::filesystem::path> repositories;
     int threads = 1;  // cores given to the process; divided among instances
-    bool load_at_idle_priority = false;  // ModelVersion::LoadContext
+    // Once SetLoadsAtIdlePriority(true): a load's work and the release of retired versions run
+    // at SCHED_IDLE (common/low_priority.h), behind serving.
   };
 
   ModelManager(Options options, BackendRegistry* backends, MetricsRegistry* metrics, const Clock* clock);
@@ -57,6 +58,10 @@ class ModelManager {
   Status Load(const std::string& name, const LoadOverride& override);
   Status Unload(const std::string& name);
   void UnloadAll();
+
+  // Start-up loads run at normal priority (nothing serves yet, and an idle-priority load would
+  // wait for any other work on the machine); the server turns idle priority on once it serves.
+  void SetLoadsAtIdlePriority(bool idle) { loads_at_idle_priority_.store(idle); }
 
   // Lists the repositories' model folders (no config is read), so that State() knows the models
   // that are not loaded (explicit control mode).
@@ -164,6 +169,7 @@ class ModelManager {
   ServingTable table_ GUARDED_BY(write_mu_);  // the latest published copy
   std::atomic<std::shared_ptr<const ServingTable>> snapshot_;
   TrafficTable traffic_;  // changed without write_mu_: a rollback must not wait for a load
+  std::atomic<bool> loads_at_idle_priority_{false};
   // A copy of records_ for readers, so Index() never waits behind a slow load.
   mutable Mutex index_mu_;
   std::map<std::string, ModelRecord, std::less<>> index_records_ GUARDED_BY(index_mu_);

@@ -281,6 +281,8 @@ int RunRun(const RunFlags& flags) {
     return 1;
   }
   const double load_ms = Milliseconds(Clock::now() - load_start);
+  const double load_peak_rss_mb = PeakRssMegabytes();  // the load's peak, before any run
+  const double load_rss_mb = ProcStatusMegabytes("VmRSS:");
   auto before = ParseBatchList(flags.before_batches);
   if (!before.ok()) {
     std::fprintf(stderr, "error: %s\n", before.status().message().c_str());
@@ -329,10 +331,12 @@ int RunRun(const RunFlags& flags) {
   const double arena_mb = static_cast<double>(memory.arena_bytes) / (1 << 20);
   const double intermediates_mb = static_cast<double>(memory.intermediate_bytes) / (1 << 20);
   if (flags.json) {
-    std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"rss_mb\": %.1f, \"load_ms\": %.3f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
+    std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"rss_mb\": %.1f, \"load_ms\": %.3f, \"load_peak_rss_mb\": %.1f, "
+                "\"load_rss_mb\": %.1f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
                 "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"arena_mb\": %.2f, "
                 "\"intermediates_mb\": %.2f, \"outputs\": [",
-                JsonEscaped(flags.model).c_str(), PeakRssMegabytes(), ProcStatusMegabytes("VmRSS:"), load_ms, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
+                JsonEscaped(flags.model).c_str(), PeakRssMegabytes(), ProcStatusMegabytes("VmRSS:"), load_ms, load_peak_rss_mb,
+                load_rss_mb, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
                 throughput, arena_mb, intermediates_mb);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),

@@ -102,10 +102,17 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
   command
       ->add_option("--model-load-threads,--model-load-thread-count", flags->model_load_threads,
                    "Threads that load and unload models: different models load at once, one model's loads "
-                   "in turn; a load runs at idle CPU priority (SCHED_IDLE), behind serving")
+                   "in turn")
       ->check(CLI::Range(1, 64))
       ->capture_default_str()
       ->envname("INFERD_MODEL_LOAD_THREADS");
+  command
+      ->add_option("--model-load-priority", flags->model_load_priority,
+                   "CPU priority of loads after start-up: idle (SCHED_IDLE: a load takes only the time serving "
+                   "models leave, and on a saturated server waits for it) or normal")
+      ->check(CLI::IsMember({"idle", "normal"}))
+      ->capture_default_str()
+      ->envname("INFERD_MODEL_LOAD_PRIORITY");
   command
       ->add_option("--load-model", flags->load_models,
                    "In explicit mode, a model to load at start; repeatable")
@@ -173,6 +180,7 @@ int RunServe(const ServeFlags& flags) {
                                                                 : ModelControlMode::kNone;
   options.repository_poll_interval = std::chrono::seconds(flags.repository_poll_secs);
   options.model_load_threads = flags.model_load_threads;
+  options.loads_at_idle_priority = flags.model_load_priority == "idle";
   options.startup_models = flags.load_models;
   options.strict_readiness = flags.strict_readiness;
   options.threads =

@@ -16,6 +16,7 @@ struct ServeFlags {
   std::string model_control_mode = "none";
   int repository_poll_secs = 15;
   int model_load_threads = 2;
+  std::string model_load_priority = "idle";
   std::vector<std::string> load_models;
   bool strict_readiness = true;
   std::string http_address = "0.0.0.0";

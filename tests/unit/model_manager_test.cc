@@ -186,7 +186,8 @@ TEST_F(ModelManagerTest, ModelsLoadAtOnceAndALoadRunsAtIdlePriority) {
   std::promise<void> open;
   gate->gate = open.get_future().share();
   backends_.Register(std::move(gated));
-  ModelManager manager(ModelManager::Options{{repo_}, 2, /*load_at_idle_priority=*/true}, &backends_, &metrics_, &clock_);
+  ModelManager manager(ModelManager::Options{{repo_}, 2}, &backends_, &metrics_, &clock_);
+  manager.SetLoadsAtIdlePriority(true);
   ASSERT_TRUE(manager.Load("fast").ok());
   auto slow = std::async(std::launch::async, [&] { return manager.Load("slow"); });
   while (!gate->started.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));

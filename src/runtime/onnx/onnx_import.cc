@@ -4,11 +4,18 @@
 
 #include "runtime/ir/onnx_types.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace inferd::runtime {
 namespace {
@@ -22,6 +29,49 @@ StatusOr<std::string> ReadFile(const fs::path& path) {
   contents << in.rdbuf();
   return contents.str();
 }
+
+// A model file mapped read-only: protobuf parses it from the page cache, with no copy of the file
+// on the heap (reading it into a string took the file's size twice over, the stream's buffer and
+// the string, on top of what the parse keeps).
+class MappedFile {
+ public:
+  static StatusOr<MappedFile> Open(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::NotFound("cannot open " + path.string());
+    struct stat info{};
+    if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      ::close(fd);
+      return Status::InvalidArgument(path.string() + " is not a regular file");
+    }
+    MappedFile file;
+    file.size_ = static_cast<size_t>(info.st_size);
+    if (file.size_ > 0) {
+      void* data = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (data == MAP_FAILED) {
+        ::close(fd);
+        return Status::Internal("cannot map " + path.string());
+      }
+      ::madvise(data, file.size_, MADV_SEQUENTIAL);  // read once, front to back
+      file.data_ = static_cast<const char*>(data);
+    }
+    ::close(fd);
+    return file;
+  }
+  MappedFile(MappedFile&& other) noexcept : data_(std::exchange(other.data_, nullptr)), size_(other.size_) {}
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile& operator=(MappedFile&&) = delete;
+  ~MappedFile() {
+    if (data_ != nullptr) ::munmap(const_cast<char*>(data_), size_);
+  }
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile() = default;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 // External data must stay inside the model's folder: a model file must not read /etc/shadow.
 StatusOr<std::string> ReadExternalData(const onnx::TensorProto& proto, const fs::path& base_dir) {
@@ -214,6 +264,33 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
   return attribute;
 }
 
+// TensorFromProto, but an initializer's raw data moves into the tensor rather than being copied
+// (the string's heap block becomes the tensor's memory: malloc aligns it for every element type).
+StatusOr<Tensor> TakeTensorFromProto(onnx::TensorProto& proto, const fs::path& base_dir) {
+  const DataType dtype = DataTypeFromOnnx(proto.data_type());
+  if (dtype == DataType::kInvalid || dtype == DataType::kBytes || proto.has_segment() ||
+      proto.data_location() == onnx::TensorProto::EXTERNAL || !proto.has_raw_data()) {
+    return TensorFromProto(proto, base_dir);
+  }
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  ASSIGN_OR_RETURN(int64_t elements, ElementCount(shape));
+  const size_t bytes = static_cast<size_t>(elements) * DataTypeSize(dtype);
+  auto raw = std::make_shared<std::string>(std::move(*proto.mutable_raw_data()));
+  proto.clear_raw_data();
+  const bool aligned = reinterpret_cast<uintptr_t>(raw->data()) % alignof(std::max_align_t) == 0;
+  if (raw->size() != bytes || bytes == 0 || !aligned) {
+    proto.set_raw_data(std::move(*raw));  // the copying path checks and reports it
+    return TensorFromProto(proto, base_dir);
+  }
+  Tensor tensor;
+  tensor.name = proto.name();
+  tensor.dtype = dtype;
+  tensor.shape = std::move(shape);
+  tensor.byte_size = bytes;
+  tensor.data = AliasData(raw, reinterpret_cast<const uint8_t*>(raw->data()));
+  return tensor;
+}
+
 // Imports one graph: the model's, or (recursively) a subgraph of a node attribute. A subgraph may
 // read any value of an enclosing graph by name; such a name becomes one of its "captures", a graph
 // input after its formal ones, and the enclosing node gets it as an implicit input.
@@ -222,9 +299,10 @@ class GraphImporter {
   GraphImporter(Graph* graph, const fs::path& base_dir, bool is_subgraph)
       : graph_(graph), base_dir_(base_dir), is_subgraph_(is_subgraph) {}
 
-  Status Import(const onnx::GraphProto& g) {
-    for (const auto& initializer : g.initializer()) {
-      ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(initializer, base_dir_));
+  // `g` is the importer's to consume: initializers' raw data moves into their tensors, no copy.
+  Status Import(onnx::GraphProto& g) {
+    for (auto& initializer : *g.mutable_initializer()) {
+      ASSIGN_OR_RETURN(Tensor tensor, TakeTensorFromProto(initializer, base_dir_));
       ValueId id = Define(initializer.name());
       graph_->values[id].dtype = tensor.dtype;
       std::vector<Dim> dims;
@@ -297,7 +375,8 @@ class GraphImporter {
         auto subgraph = std::make_shared<Graph>();
         subgraph->opset = graph_->opset;
         GraphImporter importer(subgraph.get(), base_dir_, /*is_subgraph=*/true);
-        if (Status status = importer.Import(attribute.g()); !status.ok())
+        onnx::GraphProto body = attribute.g();  // a copy to consume (subgraphs are small)
+        if (Status status = importer.Import(body); !status.ok())
           return status.WithPrefix(node.Describe() + " subgraph '" + attribute.name() + "'");
         for (const std::string& name : importer.captures()) {
           auto at = std::find(implicit.begin(), implicit.end(), name);
@@ -381,7 +460,10 @@ StatusOr<Tensor> ReadTensorProtoFile(const fs::path& path) {
   return TensorFromProto(proto, path.parent_path());
 }
 
-StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const fs::path& base_dir) {
+namespace {
+
+// Consumes `model` (its initializers' raw data moves into the graph).
+StatusOr<Graph> ImportConsumingModel(onnx::ModelProto& model, const fs::path& base_dir) {
   Graph graph;
   for (const auto& opset : model.opset_import()) {
     if (opset.domain().empty() || opset.domain() == "ai.onnx") graph.opset = static_cast<int>(opset.version());
@@ -396,17 +478,28 @@ StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const fs::path& b
                                    std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset));
   }
   GraphImporter importer(&graph, base_dir, /*is_subgraph=*/false);
-  RETURN_IF_ERROR(importer.Import(model.graph()));
+  RETURN_IF_ERROR(importer.Import(*model.mutable_graph()));
   return graph;
 }
 
+}  // namespace
+
+StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const fs::path& base_dir) {
+  onnx::ModelProto copy = model;
+  return ImportConsumingModel(copy, base_dir);
+}
+
 StatusOr<Graph> ImportOnnxFile(const fs::path& model_path) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(model_path));
+  ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(model_path));
+  if (file.size() > static_cast<size_t>(INT_MAX)) {
+    return Status::InvalidArgument(model_path.string() + " is over 2 GB: protobuf cannot parse it; keep the weights "
+                                   "in external data files");
+  }
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) {
+  if (!model.ParseFromArray(file.data(), static_cast<int>(file.size()))) {
     return Status::InvalidArgument(model_path.string() + " is not an ONNX model (protobuf parse failed)");
   }
-  auto graph = ImportOnnxModel(model, model_path.parent_path());
+  auto graph = ImportConsumingModel(model, model_path.parent_path());
   if (!graph.ok()) return graph.status().WithPrefix(model_path.string());
   return graph;
 }
