@@ -164,6 +164,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto labels = VersionLabels(config); !labels.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[version_labels]") + ": " + labels.status().message());
   }
+  if (auto lazy = LoadsLazily(config); !lazy.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[load]") + ": " + lazy.status().message());
+  }
   if (auto split = TrafficSplitParameter(config); !split.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[traffic_split]") + ": " + split.status().message());
   }
@@ -362,6 +365,12 @@ StatusOr<std::map<int64_t, uint32_t>> ParseTrafficSplit(const std::string& text)
   }
   if (total == 0) return Status::InvalidArgument("the weights add up to 0");
   return split;
+}
+
+StatusOr<bool> LoadsLazily(const ModelConfig& config) {
+  const std::string mode = ConfigParameter(config, "load").value_or("eager");
+  if (mode != "lazy" && mode != "eager") return Status::InvalidArgument("'" + mode + "' is not lazy or eager");
+  return mode == "lazy";
 }
 
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback) {

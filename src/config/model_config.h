@@ -60,6 +60,10 @@ StatusOr<std::map<int64_t, uint32_t>> TrafficSplitParameter(const ModelConfig& c
 // The same form, "1:95,2:5", as the command line takes it.
 StatusOr<std::map<int64_t, uint32_t>> ParseTrafficSplit(const std::string& text);
 
+// parameters { key: "load" value: { string_value: "lazy" } } (instances/lazy_model.h); "eager",
+// the default, loads at load time. An error for another value (checked at load).
+StatusOr<bool> LoadsLazily(const ModelConfig& config);
+
 // A parameter holding whole seconds (rollback_retention_seconds, keep_warm_interval_seconds):
 // `fallback` when absent, an error when it is not a non-negative integer (checked at load).
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "instances/lazy_model.h"
 #include "instances/planned_batches.h"
 #include "lifecycle/warmup.h"
 
@@ -67,7 +68,13 @@ Status BuildInstances(const ModelConfig& config, const std::filesystem::path& ve
                       const ModelVersion::LoadContext& context, std::vector<std::unique_ptr<Model>>* instances,
                       int64_t* warmup_ns) {
   const int count = InstanceCount(config);
+  ASSIGN_OR_RETURN(const bool lazy, LoadsLazily(config));
   for (int i = 0; i < count; ++i) {
+    if (lazy) {
+      instances->push_back(std::make_unique<LazyModel>(context.backend, config,
+                                                       LoadOptions{version_dir, context.intra_op_threads}));
+      continue;
+    }
     auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
     if (!loaded.ok()) return loaded.status();
     const TimePoint prepare_start = SteadyClock::now();
