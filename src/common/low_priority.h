@@ -10,16 +10,18 @@
 //
 // Why a thread of its own: Linux keeps the policy per thread, and threads inherit it from the
 // thread that creates them. Lowering a lasting thread (a load thread) would pass it on to every
-// instance thread it starts. A thread made for the work and joined after it takes its priority,
-// and the OpenMP team it starts (libgomp keeps one per thread), with it.
+// instance thread it starts, and an unprivileged thread cannot leave SCHED_IDLE. So each calling
+// thread gets a SCHED_IDLE worker of its own (made at its first use, kept until the caller ends),
+// which runs the work, and the OpenMP team it starts, while the caller waits.
 #pragma once
 
 #include <functional>
 
 namespace inferd {
 
-// Runs `work` on a new SCHED_IDLE thread (when `idle`; at the caller's priority otherwise, or when
-// the policy cannot be set) and waits for it. Returns whether the priority was lowered.
+// Runs `work` on the calling thread's SCHED_IDLE worker when `idle` (at the caller's priority
+// otherwise: on the caller itself) and waits for it. Returns whether the work ran at idle
+// priority (false too when the policy could not be set).
 bool RunAtIdlePriority(bool idle, const std::function<void()>& work);
 
 }  // namespace inferd

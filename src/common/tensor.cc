@@ -1,5 +1,7 @@
 #include "common/tensor.h"
 
+#include <malloc.h>
+
 #include <sys/mman.h>
 
 #include <array>
@@ -100,6 +102,21 @@ constexpr size_t kMappedBufferMinimum = size_t{1} << 20;
 
 ScopedMappedBuffers::ScopedMappedBuffers() { ++mapped_buffer_scopes; }
 ScopedMappedBuffers::~ScopedMappedBuffers() { --mapped_buffer_scopes; }
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define INFERD_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define INFERD_ASAN 1
+#endif
+
+void TrimHeap() {
+#ifndef INFERD_ASAN
+  malloc_trim(0);
+#endif
+}
 
 MutableBuffer AllocateBuffer(size_t size) {
   if (mapped_buffer_scopes > 0 && size >= kMappedBufferMinimum) {

@@ -78,6 +78,11 @@ struct MutableBuffer {
 };
 MutableBuffer AllocateBuffer(size_t size);
 
+// Hands the heap's free memory back to the system (glibc's malloc_trim). Nothing under
+// AddressSanitizer, which owns the heap: glibc's trim there walked arenas ASan never set up, and
+// crashed (in mtrim) while another thread ended.
+void TrimHeap();
+
 // While one is alive on a thread, AllocateBuffer there maps buffers of 1 MiB or more straight from
 // the system and unmaps them when they are freed, instead of taking them from glibc's heap. For a
 // session's plan-recording run (once per input shape set), which allocates every intermediate

@@ -40,9 +40,8 @@ struct ServerOptions {
   ModelControlMode control_mode = ModelControlMode::kNone;
   std::vector<std::string> startup_models;  // explicit mode: loaded at start
   std::chrono::seconds repository_poll_interval{15};  // poll mode
-  // Loads and unloads run on this many threads (Triton's --model-load-thread-count): one model's
-  // loads one after another; different models' overlap except in preparing a version
-  // (ModelManager::PrepareVersion says why).
+  // Loads and unloads run on this many threads (Triton's --model-load-thread-count): different
+  // models load at once, one model's loads one after another.
   int model_load_threads = 2;
   // After start-up, run each load's work at SCHED_IDLE (--model-load-priority idle, the default).
   // The price: on a server whose cores are all busy serving, a load advances only in idle time.

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -165,12 +164,6 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const Model
     }
   }
   ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config)};
-  // One preparation at a time, whatever the load threads: two models tuning and planning at once
-  // corrupted the heap under ASan (a oneDNN JIT kernel writing out of bounds, about 1 start-up in
-  // 30 with two load threads, none in 70 with one; not yet understood: oneDNN 2.6 shares
-  // primitives between sessions through its cache, and its library-managed scratchpad is per
-  // thread). The rest of a load (reading, publishing, draining) still overlaps.
-  MutexLock prepare_lock(&prepare_mu_);
   return ModelVersion::Prepare(config, version, version_dir, context);
 }
 
@@ -361,7 +354,7 @@ void ModelManager::ReleaseRetired(Retirees retired) {
   // new at every load) into glibc's per-thread arenas, where it stays resident until trimmed:
   // without this, RSS stepped up over the first load/unload cycles and stayed there.
   retired.clear();
-  malloc_trim(0);
+  TrimHeap();
 }
 
 Status ModelManager::Unload(const std::string& name) {

@@ -162,7 +162,6 @@ class ModelManager {
   MetricsRegistry* metrics_;
   const Clock* clock_;
 
-  Mutex prepare_mu_;  // PrepareVersion: one version's backend load, planning and warmup at a time
   Mutex locks_mu_;
   std::map<std::string, std::unique_ptr<Mutex>, std::less<>> model_locks_ GUARDED_BY(locks_mu_);
   Mutex write_mu_;  // guards the records and the table: held to copy and publish, never to load

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <malloc.h>
 #include <map>
 #include <optional>
 #include <set>
@@ -187,7 +186,7 @@ Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs
 // One arena for every kept plan, as large as the largest. The recording run's buffers are free but
 // still resident in the allocator's pools: they are handed back first, or the arena comes on top.
 void Session::AllocateArena() {
-  malloc_trim(0);
+  TrimHeap();
   arena_size_ = 0;
   for (const auto& [shapes, prepared] : plans_) arena_size_ = std::max(arena_size_, prepared.plan.report.arena_bytes);
   arena_ = arena_size_ > 0 ? AllocateBuffer(arena_size_).memory : nullptr;
@@ -200,9 +199,7 @@ void Session::ForgetLeastRecentShapeSet() {
   if (oldest == plans_.end()) return;
   const ShapeSetId id = oldest->second.id;
   plans_.erase(oldest);
-  ForgetInKernels(id);
-  // What the kernels dropped is still alive in oneDNN's primitive cache until released.
-  dnnl_kernels::ReleaseCachedPrimitives();
+  ForgetInKernels(id);  // oneDNN keeps no cache of its own (dnnl_context.cc): that frees them
 }
 
 void Session::ForgetInKernels(ShapeSetId shape_set) {
@@ -236,7 +233,7 @@ Status Session::Execute(std::span<const Tensor> inputs, ShapeSetId shape_set, co
     // freed goes back to the system first (resnet50 batch 32 after 31: peak 626 -> 606 MB).
     arena_.reset();
     scratch_ = ScratchBuffer();
-    malloc_trim(0);
+    TrimHeap();
     record->bytes.assign(graph_.values.size(), 0);
     record->view_of.assign(graph_.values.size(), kNoValue);
     record->plannable.assign(graph_.values.size(), false);

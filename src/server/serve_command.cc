@@ -101,8 +101,8 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->envname("INFERD_REPOSITORY_POLL_SECS");
   command
       ->add_option("--model-load-threads,--model-load-thread-count", flags->model_load_threads,
-                   "Threads that load and unload models: one model's loads in turn, different models' "
-                   "overlapping (their preparations one at a time)")
+                   "Threads that load and unload models: different models load at once, one model's "
+                   "loads in turn")
       ->check(CLI::Range(1, 64))
       ->capture_default_str()
       ->envname("INFERD_MODEL_LOAD_THREADS");

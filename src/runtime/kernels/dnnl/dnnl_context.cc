@@ -6,19 +6,24 @@
 namespace inferd::runtime::dnnl_kernels {
 
 const dnnl::engine& Engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static const dnnl::engine engine = [] {
+    // oneDNN's primitive cache hands the same primitive to every kernel that asks for the same
+    // descriptor: two instances of a model, two versions of it during a rollout, two models with a
+    // layer of the same shape. Debian builds oneDNN with DNNL_ENABLE_CONCURRENT_EXEC, where each
+    // primitive owns its scratchpad and one primitive run from two threads at once computes
+    // garbage (oneDNN's scratchpad guide): two models preparing at once corrupted the heap under
+    // ASan. Without the cache every kernel owns its primitives, and a kernel runs on one thread at
+    // a time. Kernels keep their primitives per shape (ShapePlans), so the cache saved only the
+    // JIT of identical layers in other sessions.
+    dnnl::set_primitive_cache_capacity(0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 
 dnnl::stream& ThreadStream() {
   thread_local dnnl::stream stream(Engine());
   return stream;
-}
-
-void ReleaseCachedPrimitives() {
-  const int capacity = dnnl::get_primitive_cache_capacity();
-  dnnl::set_primitive_cache_capacity(0);
-  dnnl::set_primitive_cache_capacity(capacity);
 }
 
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }

@@ -18,7 +18,8 @@
 
 namespace inferd::runtime::dnnl_kernels {
 
-// One CPU engine for the process (oneDNN engines are thread-safe).
+// One CPU engine for the process (oneDNN engines are thread-safe). Its first use turns oneDNN's
+// primitive cache off (dnnl_context.cc says why): every primitive belongs to the kernel that made it.
 const dnnl::engine& Engine();
 // A stream per thread: each model instance thread executes on its own.
 dnnl::stream& ThreadStream();
@@ -39,12 +40,6 @@ inline dnnl::memory ScratchMemory(const dnnl::memory::desc& desc) { return dnnl:
 // until the kernel returns. Buffers a kernel needs only while it runs live there, not in the
 // kernel: kept per kernel and per shape they made memory grow with every batch size seen.
 void BindScratch(std::initializer_list<dnnl::memory*> memories);
-
-// Frees the primitives that only oneDNN's own primitive cache still holds (it keeps up to 1024 alive,
-// including those kernels have dropped with a forgotten shape set); those kernels hold live on.
-// Identical layers share one primitive through that cache, so the price is that a primitive made
-// later does not find a twin made before this call: its JIT code is made again.
-void ReleaseCachedPrimitives();
 
 // Runs fn, turning a dnnl::error (or any std::exception) into an Internal status.
 template <typename Fn>
