@@ -172,7 +172,6 @@ Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
 }
 
 Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
-  last_activity_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
@@ -199,6 +198,7 @@ Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
 void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings,
                               int64_t batch_size, uint64_t ticket, InferCallback& done) {
   const TimePoint now = clock_->Now();
+  last_activity_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   const int64_t total_ns = NanosBetween(timings.enqueued, now);
   metrics_.inflight->Add(-1);
   metrics_.request_duration->Observe(Seconds(total_ns));

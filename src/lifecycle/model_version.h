@@ -60,7 +60,8 @@ class ModelVersion {
   std::chrono::nanoseconds keep_warm_interval() const { return keep_warm_interval_; }
   const std::vector<Tensor>& keep_warm_inputs() const { return keep_warm_inputs_; }
   bool keep_warm_in_flight() const { return keep_warm_in_flight_.load(); }
-  // When a request (or keep-warm run) last arrived, on the server's clock.
+  // When a request last finished (or a keep-warm run was queued), on the server's clock: the
+  // completion's own clock read, so requests pay no extra one.
   TimePoint last_activity() const { return TimePoint(std::chrono::nanoseconds(last_activity_ns_.load())); }
 
   // How this version came to serve: whole load, its warmup part (planned batch sizes and

@@ -1,5 +1,7 @@
 #include "frontends/http/kserve_json.h"
 
+#include "frontends/http/lifecycle_codec.h"
+
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -214,38 +216,20 @@ std::string TrafficJson(const std::string& model, const ModelTraffic& traffic) {
 }
 
 std::string RolloutJson(const RolloutStatus& status) {
-  const RolloutPlan& plan = status.plan;
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
   w.Key("model");
   Str(w, status.model);
-  w.Key("version");
-  w.Int64(plan.version);
-  w.Key("baseline");
-  w.Int64(plan.baseline);
+  WriteRolloutPlanFields(w, status.plan);  // the baseline and retention are resolved by now
   w.Key("state");
   w.String(RolloutPhaseName(status.phase).data());
-  w.Key("steps");
-  w.StartArray();
-  for (uint32_t step : plan.steps) w.Uint(step);
-  w.EndArray();
   w.Key("step");
   w.Uint64(status.step + 1);
   w.Key("percent");
   w.Uint(status.percent);
-  w.Key("dwell_seconds");
-  w.Double(static_cast<double>(plan.dwell.count()) / 1e3);
   w.Key("in_step_seconds");
   w.Double(static_cast<double>(status.in_step.count()) / 1e3);
-  w.Key("max_error_rate");
-  w.Double(plan.max_error_rate);
-  w.Key("max_p99_ratio");
-  w.Double(plan.max_p99_ratio);
-  w.Key("min_requests");
-  w.Uint64(plan.min_requests);
-  w.Key("retention_seconds");
-  w.Int64(plan.retention_seconds.value_or(0));
   w.Key("reason");
   Str(w, status.reason);
   WriteWindow(w, "observed", status.candidate);

@@ -1,8 +1,6 @@
 #include "frontends/http/lifecycle_codec.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <cmath>
 #include <string>
@@ -168,10 +166,7 @@ std::string EncodeTrafficRequest(const TrafficChange& change) {
   return {buffer.GetString(), buffer.GetSize()};
 }
 
-std::string EncodeRolloutPlan(const RolloutPlan& plan) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-  w.StartObject();
+void WriteRolloutPlanFields(rapidjson::Writer<rapidjson::StringBuffer>& w, const RolloutPlan& plan) {
   w.Key("version");
   w.Int64(plan.version);
   if (plan.baseline > 0) {
@@ -194,6 +189,13 @@ std::string EncodeRolloutPlan(const RolloutPlan& plan) {
     w.Key("retention_seconds");
     w.Int64(*plan.retention_seconds);
   }
+}
+
+std::string EncodeRolloutPlan(const RolloutPlan& plan) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  WriteRolloutPlanFields(w, plan);
   w.EndObject();
   return {buffer.GetString(), buffer.GetSize()};
 }

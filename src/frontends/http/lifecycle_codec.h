@@ -2,6 +2,9 @@
 // POST /v2/models/M/rollout. Pure functions over bytes, unit tested and fuzzed.
 #pragma once
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <string>
 #include <string_view>
 
@@ -23,5 +26,7 @@ StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body);
 // The client's side: the bodies the two parsers above read.
 std::string EncodeTrafficRequest(const TrafficChange& change);
 std::string EncodeRolloutPlan(const RolloutPlan& plan);
+// The plan's fields into an open JSON object (EncodeRolloutPlan, and the server's rollout state).
+void WriteRolloutPlanFields(rapidjson::Writer<rapidjson::StringBuffer>& w, const RolloutPlan& plan);
 
 }  // namespace inferd
