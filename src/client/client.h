@@ -86,6 +86,7 @@ struct RolloutInfo {
   std::string reason;
   uint64_t requests = 0, errors = 0, baseline_requests = 0;
   double p99_ms = 0, baseline_p99_ms = 0;
+  MirrorCounts mirrored;  // this step's mirrored pairs (agreement guard)
   bool baseline_retired = false;
   int64_t retire_in_seconds = -1;
 };

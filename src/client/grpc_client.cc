@@ -36,6 +36,7 @@ StatusOr<RolloutInfo> RolloutFrom(const lifecycle::RolloutResponse& response) {
   info.p99_ms = response.observed().p99_ms();
   info.baseline_requests = response.baseline_observed().requests();
   info.baseline_p99_ms = response.baseline_observed().p99_ms();
+  info.mirrored = {response.mirrored().compared(), response.mirrored().agreed(), response.mirrored().skipped()};
   info.baseline_retired = response.baseline_retired();
   info.retire_in_seconds = response.retire_in_seconds();
   return info;

@@ -192,21 +192,9 @@ TrafficInfo TrafficFrom(const rapidjson::Value& doc) {
   return info;
 }
 
-RolloutInfo RolloutFrom(const rapidjson::Value& doc) {
+StatusOr<RolloutInfo> RolloutFrom(const rapidjson::Value& doc) {
   RolloutInfo info;
-  info.plan.version = IntMember(doc, "version");
-  info.plan.baseline = IntMember(doc, "baseline");
-  info.plan.steps.clear();
-  if (doc.HasMember("steps") && doc["steps"].IsArray()) {
-    for (const auto& step : doc["steps"].GetArray()) {
-      if (step.IsUint()) info.plan.steps.push_back(step.GetUint());
-    }
-  }
-  info.plan.dwell = std::chrono::milliseconds(static_cast<int64_t>(DoubleMember(doc, "dwell_seconds") * 1e3));
-  info.plan.max_error_rate = DoubleMember(doc, "max_error_rate");
-  info.plan.max_p99_ratio = DoubleMember(doc, "max_p99_ratio");
-  info.plan.min_requests = UintMember(doc, "min_requests");
-  info.plan.retention_seconds = IntMember(doc, "retention_seconds");
+  ASSIGN_OR_RETURN(info.plan, ReadRolloutPlanFields(doc));
   info.state = StringMember(doc, "state");
   info.step = static_cast<uint32_t>(UintMember(doc, "step"));
   info.percent = static_cast<uint32_t>(UintMember(doc, "percent"));
@@ -220,6 +208,10 @@ RolloutInfo RolloutFrom(const rapidjson::Value& doc) {
   if (doc.HasMember("baseline_observed") && doc["baseline_observed"].IsObject()) {
     info.baseline_requests = UintMember(doc["baseline_observed"], "requests");
     info.baseline_p99_ms = DoubleMember(doc["baseline_observed"], "p99_ms");
+  }
+  if (doc.HasMember("mirrored") && doc["mirrored"].IsObject()) {
+    info.mirrored = {UintMember(doc["mirrored"], "compared"), UintMember(doc["mirrored"], "agreed"),
+                     UintMember(doc["mirrored"], "skipped")};
   }
   info.baseline_retired = doc.HasMember("baseline_retired") && doc["baseline_retired"].IsBool() &&
                           doc["baseline_retired"].GetBool();

@@ -132,17 +132,50 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
   // Counted before the draining check, so a drain that sees zero in flight cannot miss a request
   // that is just arriving.
   inflight_.fetch_add(1);
-  auto finish = [this, done = std::move(done)](StatusOr<InferResponse> result) {
+  InferCallback finish = [this, done = std::move(done)](StatusOr<InferResponse> result) {
     done(std::move(result));
     FinishRequest();
   };
   if (draining_.load()) return finish(Status::Unavailable("server is shutting down"));
-  auto model = models_->Route(request->model_name, request->model_version, request->id);
-  if (!model.ok()) return finish(model.status());
-  auto validated = ValidateRequest((*model)->config(), std::move(request));
-  if (!validated.ok()) return finish(validated.status());
-  Status status = (*model)->Enqueue(std::move(validated).value(), finish);
+  auto routed = models_->Route(request->model_name, request->model_version, request->id);
+  if (!routed.ok()) return finish(routed.status());
+  const std::shared_ptr<ModelVersion>& model = routed->model;
+  // The copy shares the inputs' buffers; it is taken before validation reorders and reshapes them
+  // for this version's config (the other version validates against its own).
+  std::unique_ptr<InferRequest> mirrored;
+  if (routed->mirror != nullptr && routed->mirror->TryBegin()) mirrored = std::make_unique<InferRequest>(*request);
+  auto validated = ValidateRequest(model->config(), std::move(request));
+  if (!validated.ok()) {
+    if (mirrored) routed->mirror->Abandon();
+    return finish(validated.status());
+  }
+  if (mirrored) finish = SendMirrored(std::move(routed->mirror), model->version(), std::move(mirrored), std::move(finish));
+  Status status = model->Enqueue(std::move(validated).value(), finish);
   if (!status.ok()) finish(status);
+}
+
+InferCallback InferenceServer::SendMirrored(std::shared_ptr<TrafficMirror> mirror, int64_t served,
+                                            std::unique_ptr<InferRequest> copy, InferCallback finish) {
+  auto pair = std::make_shared<MirrorPair>(mirror);
+  const int64_t peer = mirror->PeerOf(served);
+  copy->model_version = peer;
+  auto record_peer = [pair, peer](StatusOr<InferResponse> result) {
+    pair->Record(peer, result.ok() ? StatusOr<std::vector<Tensor>>(std::move(result->outputs)) : result.status());
+  };
+  Status sent = Status::Ok();
+  if (auto target = models_->Find(copy->model_name, peer); !target.ok()) {
+    sent = target.status();
+  } else if (auto validated = ValidateRequest((*target)->config(), std::move(copy)); !validated.ok()) {
+    sent = validated.status();
+  } else {
+    sent = (*target)->Enqueue(std::move(validated).value(), record_peer);
+  }
+  if (!sent.ok()) record_peer(sent);
+  // The client's answer is recorded by sharing its output buffers (no copy), then sent on.
+  return [pair, served, finish = std::move(finish)](StatusOr<InferResponse> result) {
+    pair->Record(served, result.ok() ? StatusOr<std::vector<Tensor>>(result->outputs) : result.status());
+    finish(std::move(result));
+  };
 }
 
 void InferenceServer::RunTicker() {

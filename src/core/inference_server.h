@@ -18,6 +18,7 @@
 #include "common/mutex.h"
 #include "core/model_view.h"
 #include "common/load_override.h"
+#include "lifecycle/mirror.h"
 #include "lifecycle/model_state.h"
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
@@ -127,6 +128,11 @@ class InferenceServer {
   void RunTicker();
   void KeepWarmIdleModels();
   void FinishRequest();
+  // Mirrors a request (a copy of it, as it arrived) to the other version of a rollout's agreement
+  // guard; returns the callback for the served version's answer, which records it for the
+  // comparison before `finish` answers the client.
+  InferCallback SendMirrored(std::shared_ptr<TrafficMirror> mirror, int64_t served, std::unique_ptr<InferRequest> copy,
+                             InferCallback finish);
 
   const ServerOptions options_;
   RealClock clock_;

@@ -1,6 +1,7 @@
 #include "lifecycle/model_manager.h"
 
 #include "common/low_priority.h"
+#include "lifecycle/mirror.h"
 
 #include <spdlog/spdlog.h>
 
@@ -397,18 +398,32 @@ Status ModelManager::RetireVersion(const std::string& name, int64_t version) {
   return Status::Ok();
 }
 
-StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Route(std::string_view name, int64_t version,
-                                                           std::string_view request_id) const {
-  if (version != 0) return Find(name, version);
+StatusOr<ModelManager::RoutedVersion> ModelManager::Route(std::string_view name, int64_t version,
+                                                          std::string_view request_id) const {
+  if (version != 0) {
+    ASSIGN_OR_RETURN(auto named, Find(name, version));
+    return RoutedVersion{std::move(named), nullptr};
+  }
   std::shared_ptr<const ModelTraffic> traffic = traffic_.Find(name);
-  if (traffic == nullptr || traffic->split.empty()) return Find(name, 0);
+  if (traffic == nullptr || traffic->split.empty()) {
+    ASSIGN_OR_RETURN(auto newest, Find(name, 0));
+    return RoutedVersion{std::move(newest), nullptr};
+  }
   std::shared_ptr<const ServingTable> table = snapshot_.load();
   auto model = table->find(name);
   if (model == table->end()) return Status::NotFound("unknown model '" + std::string(name) + "'");
   const VersionMap& loaded = model->second;
   const int64_t chosen = PickVersion(traffic->split, TrafficTicket(request_id),
                                      [&loaded](int64_t v) { return loaded.contains(v); });
-  return chosen == 0 ? loaded.rbegin()->second : loaded.at(chosen);
+  RoutedVersion routed{chosen == 0 ? loaded.rbegin()->second : loaded.at(chosen), nullptr};
+  if (traffic->mirror != nullptr && traffic->mirror->PeerOf(routed.model->version()) != 0) routed.mirror = traffic->mirror;
+  return routed;
+}
+
+Status ModelManager::SetMirror(const std::string& name, std::shared_ptr<TrafficMirror> mirror) {
+  if (!snapshot_.load()->contains(name)) return Status::NotFound("model '" + name + "' is not loaded");
+  traffic_.SetMirror(name, std::move(mirror));
+  return Status::Ok();
 }
 
 Status ModelManager::SetTraffic(const std::string& name, std::optional<TrafficSplit> split,

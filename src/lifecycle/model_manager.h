@@ -70,14 +70,20 @@ class ModelManager {
   // version 0: the newest loaded version.
   StatusOr<std::shared_ptr<ModelVersion>> Find(std::string_view name, int64_t version) const;
   // The version that serves a request: the one it names, or (version 0) the one the model's
-  // traffic split places its id on (lifecycle/traffic.h), or the newest.
-  StatusOr<std::shared_ptr<ModelVersion>> Route(std::string_view name, int64_t version,
-                                                std::string_view request_id) const;
+  // traffic split places its id on (lifecycle/traffic.h), or the newest. `mirror` is set when a
+  // rollout's agreement guard may mirror the request (the split placed it on one of its pair).
+  struct RoutedVersion {
+    std::shared_ptr<ModelVersion> model;
+    std::shared_ptr<TrafficMirror> mirror;
+  };
+  StatusOr<RoutedVersion> Route(std::string_view name, int64_t version, std::string_view request_id) const;
 
   // Sets a model's split and/or labels at run time. Every version given a weight above 0 or a
   // label must be loaded; the weights must not all be 0. Takes effect for the next request.
   Status SetTraffic(const std::string& name, std::optional<TrafficSplit> split,
                     std::optional<VersionLabelMap> labels);
+  // Starts (or, with null, stops) mirroring a loaded model's requests for a rollout's agreement guard.
+  Status SetMirror(const std::string& name, std::shared_ptr<TrafficMirror> mirror);
   // A loaded model's split and labels (empty ones when none were set).
   StatusOr<ModelTraffic> Traffic(std::string_view name) const;
   // The loaded version other than `except` that takes the most traffic now: the heaviest in the

@@ -1,6 +1,7 @@
 #include "lifecycle/rollout.h"
 
 #include <fmt/format.h>
+#include <cmath>
 #include <spdlog/spdlog.h>
 
 #include "lifecycle/model_manager.h"
@@ -52,13 +53,33 @@ Status ValidateRolloutPlan(const RolloutPlan& plan) {
   if (plan.retention_seconds && *plan.retention_seconds < 0) {
     return Status::InvalidArgument("the rollout's 'retention_seconds' must not be negative");
   }
+  if (const auto& guard = plan.agreement) {
+    if (!(guard->min_agreement > 0 && guard->min_agreement <= 1)) {
+      return Status::InvalidArgument("the rollout's agreement 'min' must be within (0, 1]");
+    }
+    if (guard->mirror_percent == 0 || guard->mirror_percent > 100) {
+      return Status::InvalidArgument("the rollout's agreement 'mirror_percent' must be within [1, 100]");
+    }
+    if (!(guard->tolerance >= 0 && std::isfinite(guard->tolerance))) {
+      return Status::InvalidArgument("the rollout's agreement 'tolerance' must be a non-negative number");
+    }
+  }
   return Status::Ok();
 }
 
-StepJudgement JudgeStep(const RolloutPlan& plan, const StepWindow& candidate, double baseline_p99,
-                        std::chrono::milliseconds in_step) {
+StepJudgement JudgeStep(const RolloutPlan& plan, const StepWindow& candidate, const MirrorCounts& mirrored,
+                        double baseline_p99, std::chrono::milliseconds in_step) {
   using Verdict = StepJudgement::Verdict;
-  const bool judged = candidate.requests >= plan.min_requests;
+  const bool agreement_judged = !plan.agreement || mirrored.compared >= plan.min_requests;
+  if (plan.agreement && agreement_judged) {
+    const double agreement = static_cast<double>(mirrored.agreed) / static_cast<double>(mirrored.compared);
+    if (agreement < plan.agreement->min_agreement) {
+      return {Verdict::kRollBack, "agreement",
+              fmt::format("agreement {:.3f} ({} of {} mirrored requests answered alike) below the limit {:.3f}",
+                          agreement, mirrored.agreed, mirrored.compared, plan.agreement->min_agreement)};
+    }
+  }
+  const bool judged = candidate.requests >= plan.min_requests && agreement_judged;
   if (judged) {
     const double error_rate = static_cast<double>(candidate.errors) / static_cast<double>(candidate.requests);
     if (error_rate > plan.max_error_rate) {
@@ -86,7 +107,9 @@ void RegisterRolloutMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_rollout_state", Type::kGauge,
                     "1 for the rollout's state (running, completed, rolled_back), 0 for the others.");
   registry->Declare("inferd_rollout_rollbacks_total", Type::kCounter,
-                    "Rollouts rolled back, by cause: error_rate, latency (guard rails) or manual.");
+                    "Rollouts rolled back, by cause: error_rate, latency, agreement (guard rails) or manual.");
+  registry->Declare("inferd_rollout_mirrored_total", Type::kCounter,
+                    "Requests mirrored for a rollout's agreement guard, by outcome: agreed, disagreed, skipped.");
 }
 
 RolloutController::RolloutController(ModelManager* models, MetricsRegistry* metrics, RetireVersion retire)
@@ -134,6 +157,8 @@ Status RolloutController::BeginStep(Rollout& rollout, size_t step, Clock::time_p
   rollout.step_start = now;
   rollout.candidate = MarkOf(status.model, status.plan.version);
   rollout.baseline = MarkOf(status.model, status.plan.baseline);
+  status.mirrored = {};
+  if (rollout.mirror != nullptr) rollout.mirror_mark = rollout.mirror->Counts();
   spdlog::info("rollout of model '{}' version {}: step {} of {}, {}% of traffic", status.model, status.plan.version,
                step + 1, status.plan.steps.size(), percent);
   ExportState(rollout);
@@ -144,6 +169,7 @@ void RolloutController::RollBack(Rollout& rollout, const std::string& cause, con
   RolloutStatus& status = rollout.status;
   Status set = models_->SetTraffic(status.model, TrafficSplit{{status.plan.baseline, 100}}, std::nullopt);
   if (!set.ok()) spdlog::error("rollback of model '{}': {}", status.model, set.message());
+  StopMirroring(rollout);
   status.phase = RolloutPhase::kRolledBack;
   status.percent = 0;
   status.reason = reason;
@@ -154,6 +180,13 @@ void RolloutController::RollBack(Rollout& rollout, const std::string& cause, con
   labels.emplace_back("cause", cause);
   metrics_->AddCounter("inferd_rollout_rollbacks_total", labels)->Increment();
   ExportState(rollout);
+}
+
+void RolloutController::StopMirroring(Rollout& rollout) {
+  if (rollout.mirror == nullptr) return;
+  // The model may be gone (unloaded): nothing mirrors then anyway.
+  (void)models_->SetMirror(rollout.status.model, nullptr);
+  rollout.mirror.reset();
 }
 
 void RolloutController::ExportState(const Rollout& rollout) {
@@ -192,7 +225,19 @@ StatusOr<RolloutStatus> RolloutController::Start(const std::string& model, Rollo
   if (auto it = rollouts_.find(model); it != rollouts_.end()) {
     metrics_->RemoveSeries(RolloutLabels(model, it->second.status.plan.version));
   }
+  if (plan.agreement) {
+    MetricLabels labels = RolloutLabels(model, plan.version);
+    auto counter = [&](const char* outcome) {
+      MetricLabels with_outcome = labels;
+      with_outcome.emplace_back("outcome", outcome);
+      return metrics_->AddCounter("inferd_rollout_mirrored_total", with_outcome);
+    };
+    rollout.mirror = std::make_shared<TrafficMirror>(
+        plan.baseline, plan.version, *plan.agreement,
+        TrafficMirror::Counters{counter("agreed"), counter("disagreed"), counter("skipped")});
+  }
   RETURN_IF_ERROR(BeginStep(rollout, 0, Clock::now()));
+  if (rollout.mirror != nullptr) RETURN_IF_ERROR(models_->SetMirror(model, rollout.mirror));
   rollouts_[model] = std::move(rollout);
   return rollouts_[model].status;
 }
@@ -248,10 +293,16 @@ void RolloutController::Evaluate(Rollout& rollout, Clock::time_point now) {
   status.in_step = std::chrono::duration_cast<std::chrono::milliseconds>(now - rollout.step_start);
   status.candidate = WindowSince(model, status.plan.version, rollout.candidate);
   status.baseline = WindowSince(model, status.plan.baseline, rollout.baseline);
+  if (rollout.mirror != nullptr) {
+    const MirrorCounts now_counts = rollout.mirror->Counts();
+    status.mirrored = {now_counts.compared - rollout.mirror_mark.compared, now_counts.agreed - rollout.mirror_mark.agreed,
+                       now_counts.skipped - rollout.mirror_mark.skipped};
+  }
   if (status.baseline.requests - status.baseline.errors >= status.plan.min_requests) {
     rollout.baseline_p99 = status.baseline.p99_seconds;
   }
-  const StepJudgement judgement = JudgeStep(status.plan, status.candidate, rollout.baseline_p99, status.in_step);
+  const StepJudgement judgement =
+      JudgeStep(status.plan, status.candidate, status.mirrored, rollout.baseline_p99, status.in_step);
   switch (judgement.verdict) {
     case StepJudgement::Verdict::kHold:
       return;
@@ -266,6 +317,7 @@ void RolloutController::Evaluate(Rollout& rollout, Clock::time_point now) {
     }
     return;
   }
+  StopMirroring(rollout);
   status.phase = RolloutPhase::kCompleted;
   rollout.retire_at = now + std::chrono::seconds(*status.plan.retention_seconds);
   status.retire_in_seconds = *status.plan.retention_seconds;

@@ -3,8 +3,9 @@
 // A plan moves the traffic of one model from a baseline version to a new one in steps (5% -> 20%
 // -> 100%), each held for a dwell time. During every step, once the new version has answered
 // `min_requests` requests in it, its guard rails are checked on every tick (4 per second): its
-// error rate within the step, and its p99 against the baseline's p99 in the same step. Crossing
-// either sends all traffic back to the baseline at once (the split changes without waiting for
+// error rate within the step, its p99 against the baseline's p99 in the same step, and, with an
+// agreement guard, once as many mirrored pairs were compared, the share of them whose answers
+// agreed (lifecycle/mirror.h). Crossing any sends all traffic back to the baseline at once (the split changes without waiting for
 // any load), logs why, and counts it. After the dwell of a step whose guards held, the next step
 // begins; the dwell of the last (100%) step done, the rollout is complete and the baseline stays
 // loaded for its retention time (rollback_retention_seconds) so that a rollback stays instant,
@@ -26,6 +27,7 @@
 
 #include "common/mutex.h"
 #include "common/traffic_plan.h"
+#include "lifecycle/mirror.h"
 #include "common/status.h"
 #include "metrics/latency_histogram.h"
 #include "metrics/metrics_registry.h"
@@ -50,15 +52,16 @@ struct StepWindow {
 
 struct StepJudgement {
   enum class Verdict { kHold, kAdvance, kRollBack } verdict = Verdict::kHold;
-  std::string cause;   // for a rollback: "error_rate" or "latency" (the metric's label)
+  std::string cause;   // for a rollback: "error_rate", "latency" or "agreement" (the metric's label)
   std::string reason;  // for a rollback: the numbers, for logs and GET
 };
 
 // The rule for one tick of a step. `baseline_p99` is the baseline's p99 in this step, or, when it
 // served too few requests in it (the 100% step), in the last step where it served enough; 0 when
-// unknown (the latency guard waits).
-StepJudgement JudgeStep(const RolloutPlan& plan, const StepWindow& candidate, double baseline_p99,
-                        std::chrono::milliseconds in_step);
+// unknown (the latency guard waits). `mirrored`: the pairs compared in this step (no agreement
+// guard: ignored).
+StepJudgement JudgeStep(const RolloutPlan& plan, const StepWindow& candidate, const MirrorCounts& mirrored,
+                        double baseline_p99, std::chrono::milliseconds in_step);
 
 struct RolloutStatus {
   std::string model;
@@ -69,6 +72,7 @@ struct RolloutStatus {
   std::string reason;     // why it rolled back
   StepWindow candidate;   // the current step's window so far
   StepWindow baseline;
+  MirrorCounts mirrored;  // the current step's mirrored pairs (agreement guard)
   std::chrono::milliseconds in_step{0};
   bool baseline_retired = false;  // unloaded after its retention
   int64_t retire_in_seconds = -1;  // completed: seconds until the baseline is unloaded
@@ -109,11 +113,14 @@ class RolloutController {
     Clock::time_point step_start;
     Mark candidate, baseline;
     double baseline_p99 = 0;  // last step's with enough baseline requests
+    std::shared_ptr<TrafficMirror> mirror;  // while running with an agreement guard
+    MirrorCounts mirror_mark;               // its counts at the start of the step
     std::optional<Clock::time_point> retire_at;
   };
 
   Status BeginStep(Rollout& rollout, size_t step, Clock::time_point now) REQUIRES(mu_);
   void RollBack(Rollout& rollout, const std::string& cause, const std::string& reason) REQUIRES(mu_);
+  void StopMirroring(Rollout& rollout) REQUIRES(mu_);
   void Evaluate(Rollout& rollout, Clock::time_point now) REQUIRES(mu_);
   Mark MarkOf(const std::string& model, int64_t version) const;
   // The window since `mark`; resets `mark` when the version was reloaded since.

@@ -74,6 +74,10 @@ void TrafficTable::SetLabels(const std::string& model, VersionLabelMap labels) {
   Update(model, [&](ModelTraffic& traffic) { traffic.labels = std::move(labels); });
 }
 
+void TrafficTable::SetMirror(const std::string& model, std::shared_ptr<TrafficMirror> mirror) {
+  Update(model, [&](ModelTraffic& traffic) { traffic.mirror = std::move(mirror); });
+}
+
 void TrafficTable::Remove(const std::string& model) {
   MutexLock lock(&write_mu_);
   auto next = std::make_shared<Table>(*table_.load());

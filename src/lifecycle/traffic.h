@@ -27,9 +27,14 @@
 
 namespace inferd {
 
+class TrafficMirror;
+
 struct ModelTraffic {
   TrafficSplit split;  // empty: the newest version takes every request
   VersionLabelMap labels;
+  // A rollout's agreement guard (lifecycle/mirror.h): requests its pair's versions serve through
+  // the split may be mirrored to the other one. Null when none.
+  std::shared_ptr<TrafficMirror> mirror;
   // The config parameters last applied, to tell a config change from a reload.
   std::string config_split, config_labels;
 };
@@ -70,6 +75,7 @@ class TrafficTable {
   void ApplyConfig(const ModelConfig& config);
   void SetSplit(const std::string& model, TrafficSplit split);
   void SetLabels(const std::string& model, VersionLabelMap labels);
+  void SetMirror(const std::string& model, std::shared_ptr<TrafficMirror> mirror);
   void Remove(const std::string& model);
 
  private:

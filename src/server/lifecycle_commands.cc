@@ -26,6 +26,12 @@ void PrintRollout(const std::string& model, const client::RolloutInfo& info) {
   std::printf("  this step: %llu requests, %llu errors, p99 %.3f ms; baseline %llu requests, p99 %.3f ms\n",
               static_cast<unsigned long long>(info.requests), static_cast<unsigned long long>(info.errors), info.p99_ms,
               static_cast<unsigned long long>(info.baseline_requests), info.baseline_p99_ms);
+  if (info.plan.agreement) {
+    std::printf("  mirrored %u%%: %llu compared, %llu agreed (at least %.3f wanted), %llu skipped\n",
+                info.plan.agreement->mirror_percent, static_cast<unsigned long long>(info.mirrored.compared),
+                static_cast<unsigned long long>(info.mirrored.agreed), info.plan.agreement->min_agreement,
+                static_cast<unsigned long long>(info.mirrored.skipped));
+  }
   if (!info.reason.empty()) std::printf("  rolled back: %s\n", info.reason.c_str());
   if (info.state == "completed") {
     if (info.baseline_retired) {
@@ -109,8 +115,18 @@ void AddRolloutFlags(CLI::App* command, RolloutFlags* flags) {
       ->capture_default_str();
   command->add_option("--retention", flags->retention_seconds,
                       "Seconds the baseline stays loaded after 100% (default: the config's rollback_retention_seconds)");
+  command->add_option("--min-agreement", flags->min_agreement,
+                      "Guard: mirror requests to the other version; roll back when their answers agree less often");
+  command->add_option("--mirror-percent", flags->mirror_percent, "Share of requests mirrored (with --min-agreement)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  command->add_option("--agreement", flags->agreement_compare, "How answers are compared: close or argmax")
+      ->check(CLI::IsMember({"close", "argmax"}))
+      ->capture_default_str();
+  command->add_option("--agreement-tolerance", flags->agreement_tolerance, "close: |a - b| <= tolerance * (1 + |a|)")
+      ->capture_default_str();
   command->add_flag("--rollback", flags->rollback, "Send all traffic back to the baseline now");
-  command->add_flag("--watch", flags->watch, "Print the state every second until the rollout completes or rolls back");
+  command->add_flag("--watch", flags->watch, "Print the state every second until the rollout completes, or rolls back (exit status 3)");
 }
 
 int RunRollout(const RolloutFlags& flags) {
@@ -130,6 +146,14 @@ int RunRollout(const RolloutFlags& flags) {
                      .max_p99_ratio = flags.max_p99_ratio,
                      .min_requests = flags.min_requests,
                      .retention_seconds = flags.retention_seconds};
+    if (flags.min_agreement) {
+      plan.agreement = AgreementGuard{
+          .min_agreement = *flags.min_agreement,
+          .mirror_percent = flags.mirror_percent,
+          .compare = flags.agreement_compare == "argmax" ? AgreementGuard::Compare::kArgmax
+                                                         : AgreementGuard::Compare::kClose,
+          .tolerance = flags.agreement_tolerance};
+    }
     info = (*client)->StartRollout(flags.model, plan);
   } else {
     info = (*client)->GetRollout(flags.model);

@@ -32,6 +32,11 @@ struct RolloutFlags {
   double max_p99_ratio = 1.5;
   uint64_t min_requests = 20;
   std::optional<int64_t> retention_seconds;
+  // The agreement guard: unset min_agreement, none.
+  std::optional<double> min_agreement;
+  uint32_t mirror_percent = 10;
+  std::string agreement_compare = "close";
+  double agreement_tolerance = 1e-4;
   bool rollback = false;
   bool watch = false;  // print the state every second until the rollout ends
 };

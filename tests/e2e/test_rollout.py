@@ -1,8 +1,11 @@
 """Traffic splits, version labels and canary rollouts between a model's versions, under load from
 HTTP and gRPC clients: a healthy version reaches 100% by itself, a failing or 3x slower one is
-rolled back within one dwell period, and no request to the healthy versions is lost.
+rolled back within one dwell period, and no request to the healthy versions is lost. With an
+agreement guard, mirrored requests compare the two versions' answers: a version that answers
+differently is rolled back though it neither fails nor slows down.
 
-Every request sends x = 10: version V of `plus` answers 10 + V."""
+Every request sends x = 10: version V of `plus` answers 10 + V (version 5 answers like version 1,
+within float rounding)."""
 import subprocess
 import threading
 import time
@@ -63,7 +66,7 @@ def slow(constant, width=384, layers=12):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("rollout") / "repo"
-    models = {1: plus(1.0), 2: plus(2.0), 3: failing(), 4: slow(4.0)}
+    models = {1: plus(1.0), 2: plus(2.0), 3: failing(), 4: slow(4.0), 5: plus(1.0000001)}
     for version, model in models.items():
         (root / "plus" / str(version)).mkdir(parents=True)
         (root / "plus" / str(version) / "model.onnx").write_bytes(model)
@@ -217,6 +220,16 @@ def test_traffic_and_rollouts_over_grpc(baseline, lifecycle_stubs):
     assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     rolled_back = stub.RollbackRollout(pb.RolloutRequest(model_name="plus"))
     assert (rolled_back.state, rolled_back.percent) == ("rolled_back", 0)
+    guarded = stub.StartRollout(pb.StartRolloutRequest(
+        model_name="plus", plan=pb.RolloutPlan(version=5, baseline=1, steps=[10, 100], dwell_seconds=60,
+                                               agreement=pb.AgreementGuard(min=0.9, compare="argmax"))))
+    assert (guarded.plan.agreement.min, guarded.plan.agreement.mirror_percent) == (0.9, 10)
+    assert guarded.plan.agreement.compare == "argmax" and guarded.HasField("mirrored")
+    stub.RollbackRollout(pb.RolloutRequest(model_name="plus"))
+    with pytest.raises(grpc.RpcError) as error:
+        stub.StartRollout(pb.StartRolloutRequest(model_name="plus", plan=pb.RolloutPlan(
+            version=5, agreement=pb.AgreementGuard(min=0.9, compare="cosine"))))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert dict(stub.GetTraffic(pb.TrafficRequest(model_name="plus")).split.weights) == {1: 100}
     with pytest.raises(grpc.RpcError) as error:
         stub.StartRollout(pb.StartRolloutRequest(model_name="plus", plan=pb.RolloutPlan(version=2, steps=[5, 20])))
@@ -225,7 +238,8 @@ def test_traffic_and_rollouts_over_grpc(baseline, lifecycle_stubs):
 
 def test_bad_rollout_plans_are_rejected(baseline):
     for body in [{"version": 9}, {"version": 2, "steps": [50, 20, 100]}, {"version": 2, "baseline": 2},
-                 {"version": 2, "dwell_seconds": 0}, {"version": 2, "speed": 1}, {"action": "promote"}]:
+                 {"version": 2, "dwell_seconds": 0}, {"version": 2, "speed": 1}, {"action": "promote"},
+                 {"version": 2, "agreement": {"min": 1.5}}, {"version": 2, "agreement": {"mirror_percent": 10}}]:
         response = rollout(baseline, body)
         assert response.status_code in (400, 404), (body, response.text)
         assert "error" in response.json()
@@ -308,6 +322,68 @@ def test_a_healthy_version_reaches_all_traffic_then_the_old_one_is_retired(basel
     assert requests.post(server.url + "/v2/repository/models/plus/load", json={}, timeout=60).status_code == 200
 
 
+def test_a_version_that_answers_differently_is_rolled_back_on_agreement(baseline, grpc_stubs):
+    server = baseline
+    load = Load(server, grpc_stubs)
+    try:
+        time.sleep(0.5)
+        started = time.time()
+        response = rollout(server, {"version": 2, "baseline": 1, "steps": [20, 100], "dwell_seconds": 10,
+                                    "min_requests": 10, "max_p99_ratio": 50,
+                                    "agreement": {"min": 0.9, "mirror_percent": 50}})
+        assert response.status_code == 200, response.text
+        assert response.json()["agreement"] == {"min": 0.9, "mirror_percent": 50, "compare": "close",
+                                                "tolerance": 1e-4}
+        status = wait_for_state(server, {"rolled_back", "completed"}, timeout=10)
+        elapsed = time.time() - started
+    finally:
+        load.stop()
+    assert status["state"] == "rolled_back", status
+    assert elapsed < 10  # within the first dwell
+    assert "agreement" in status["reason"], status
+    assert status["mirrored"]["compared"] >= 10 and status["mirrored"]["agreed"] == 0, status
+    assert load.failures == []  # a mirrored answer never reaches the client
+    assert set(load.answers) <= {11.0, 12.0}
+    assert traffic(server).json()["split"] == {"1": 100}
+    assert server.metric("inferd_rollout_rollbacks_total", model="plus", version="2", cause="agreement") == 1
+    assert server.metric("inferd_rollout_mirrored_total", model="plus", version="2", outcome="disagreed") >= 10
+    # Mirroring stopped with the rollout: the counters stand still.
+    disagreed = server.metric("inferd_rollout_mirrored_total", model="plus", version="2", outcome="disagreed")
+    for _ in range(20):
+        answer(http_infer(server))
+    assert server.metric("inferd_rollout_mirrored_total", model="plus", version="2", outcome="disagreed") == disagreed
+
+
+def test_a_version_that_answers_alike_passes_the_agreement_guard(baseline, grpc_stubs):
+    server = baseline
+    load = Load(server, grpc_stubs)
+    try:
+        response = rollout(server, {"version": 5, "baseline": 1, "steps": [50, 100], "dwell_seconds": 1,
+                                    "min_requests": 5, "max_p99_ratio": 50, "retention_seconds": 600,
+                                    "agreement": {"min": 0.99, "mirror_percent": 50}})
+        assert response.status_code == 200, response.text
+        seen = []
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            status = rollout(server).json()
+            seen.append(status)
+            if status["state"] != "running":
+                break
+            time.sleep(0.1)
+    finally:
+        load.stop()
+    assert status["state"] == "completed", status
+    assert load.failures == []
+    # Each step was judged on mirrored pairs, every one of which agreed.
+    judged = [s["mirrored"] for s in seen if s["state"] == "running" and s["mirrored"]["compared"] > 0]
+    assert judged and all(m["agreed"] == m["compared"] for m in judged), judged
+    assert server.metric("inferd_rollout_mirrored_total", model="plus", version="5", outcome="agreed") >= 10
+    assert server.metric("inferd_rollout_mirrored_total", model="plus", version="5", outcome="disagreed") == 0
+    # Requests mirrored at 100% went to the retained baseline; a rollback within retention is instant.
+    assert rollout(server, {"action": "rollback"}).json()["state"] == "rolled_back"
+    assert traffic(server).json()["split"] == {"1": 100}
+
+
 def cli(*args, timeout=60):
     return subprocess.run([inferd_binary(), *args], capture_output=True, text=True, timeout=timeout)
 
@@ -341,5 +417,13 @@ def test_traffic_and_rollout_from_the_command_line(baseline, grpc_stubs, protoco
     assert rolled_back.returncode == 0, rolled_back.stderr
     assert "rolled_back" in rolled_back.stdout and "rolled back on request" in rolled_back.stdout
     assert answer(http_infer(server)) == 11.0
+    load = Load(server, grpc_stubs, http_threads=1, grpc_threads=1)
+    try:
+        guarded = cli("rollout", "plus", "--version", "2", "--steps", "50,100", "--dwell", "30", "--min-requests", "3",
+                      "--max-p99-ratio", "50", "--min-agreement", "0.9", "--mirror-percent", "100", "--watch", *target)
+    finally:
+        load.stop()
+    assert guarded.returncode == 3, guarded.stdout + guarded.stderr  # a watched rollout that rolled back
+    assert "mirrored 100%" in guarded.stdout and "rolled back: agreement" in guarded.stdout, guarded.stdout
     bad = cli("rollout", "plus", "--version", "2", "--steps", "20,50", *target)
     assert bad.returncode == 1 and "steps" in bad.stderr

@@ -260,6 +260,23 @@ TEST(GrpcCodecTest, TrafficAndRolloutMessages) {
   lifecycle::RolloutPlan encoded;
   EncodeRolloutPlan(*set, &encoded);
   EXPECT_EQ(ParseRolloutPlan(encoded)->steps, set->steps);
+  EXPECT_FALSE(ParseRolloutPlan(encoded)->agreement);
+
+  plan.mutable_agreement()->set_min(0.9);
+  auto guarded = ParseRolloutPlan(plan);
+  ASSERT_TRUE(guarded.ok() && guarded->agreement);
+  EXPECT_EQ(guarded->agreement->min_agreement, 0.9);
+  EXPECT_EQ(guarded->agreement->mirror_percent, 10u);  // unset: the default
+  EXPECT_EQ(guarded->agreement->compare, AgreementGuard::Compare::kClose);
+  guarded->agreement->compare = AgreementGuard::Compare::kArgmax;
+  guarded->agreement->mirror_percent = 30;
+  EncodeRolloutPlan(*guarded, &encoded);
+  auto decoded = ParseRolloutPlan(encoded);
+  ASSERT_TRUE(decoded.ok() && decoded->agreement);
+  EXPECT_EQ(decoded->agreement->compare, AgreementGuard::Compare::kArgmax);
+  EXPECT_EQ(decoded->agreement->mirror_percent, 30u);
+  plan.mutable_agreement()->set_compare("cosine");
+  EXPECT_EQ(ParseRolloutPlan(plan).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

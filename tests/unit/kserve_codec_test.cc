@@ -296,5 +296,41 @@ TEST(LifecycleCodecTest, RolloutRequests) {
   }
 }
 
+TEST(LifecycleCodecTest, RolloutAgreementGuard) {
+  auto plan = ParseRolloutRequest(
+      R"({"version": 2, "agreement": {"min": 0.95, "mirror_percent": 25, "compare": "argmax", "tolerance": 0.01}})");
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_TRUE(plan->plan.agreement);
+  EXPECT_EQ(plan->plan.agreement->min_agreement, 0.95);
+  EXPECT_EQ(plan->plan.agreement->mirror_percent, 25u);
+  EXPECT_EQ(plan->plan.agreement->compare, AgreementGuard::Compare::kArgmax);
+  EXPECT_EQ(plan->plan.agreement->tolerance, 0.01);
+  auto defaults = ParseRolloutRequest(R"({"version": 2, "agreement": {"min": 0.9}})");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->plan.agreement->mirror_percent, 10u);
+  EXPECT_EQ(defaults->plan.agreement->compare, AgreementGuard::Compare::kClose);
+  EXPECT_FALSE(ParseRolloutRequest(R"({"version": 2})")->plan.agreement);
+  // What the server answers holds the plan among other fields; a client reads the plan back.
+  rapidjson::Document state;
+  const std::string encoded = EncodeRolloutPlan(plan->plan);
+  state.Parse(encoded.c_str());
+  state.AddMember("state", "running", state.GetAllocator());
+  auto read = ReadRolloutPlanFields(state);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->agreement);
+  EXPECT_EQ(read->agreement->mirror_percent, 25u);
+  EXPECT_EQ(read->agreement->compare, AgreementGuard::Compare::kArgmax);
+  EXPECT_EQ(read->version, 2);
+  for (const char* bad : {R"({"version": 2, "agreement": 0.9})", R"({"version": 2, "agreement": {}})",
+                          R"({"version": 2, "agreement": {"min": -1}})",
+                          R"({"version": 2, "agreement": {"min": 0.9, "mirror_percent": 0}})",
+                          R"({"version": 2, "agreement": {"min": 0.9, "mirror_percent": 101}})",
+                          R"({"version": 2, "agreement": {"min": 0.9, "compare": "cosine"}})",
+                          R"({"version": 2, "agreement": {"min": 0.9, "tolerance": "small"}})",
+                          R"({"version": 2, "agreement": {"min": 0.9, "shadow": true}})"}) {
+    EXPECT_EQ(ParseRolloutRequest(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace inferd

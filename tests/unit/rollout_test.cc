@@ -28,26 +28,51 @@ RolloutPlan Plan() {
 }
 
 TEST(JudgeStepTest, TooFewRequestsHoldTheStepPastItsDwell) {
-  EXPECT_EQ(JudgeStep(Plan(), {9, 9, 0}, 0.001, milliseconds(5000)).verdict, Verdict::kHold);
+  EXPECT_EQ(JudgeStep(Plan(), {9, 9, 0}, {}, 0.001, milliseconds(5000)).verdict, Verdict::kHold);
 }
 
 TEST(JudgeStepTest, AdvancesAfterTheDwellInsideTheGuards) {
-  EXPECT_EQ(JudgeStep(Plan(), {100, 10, 0.0019}, 0.001, milliseconds(999)).verdict, Verdict::kHold);
-  EXPECT_EQ(JudgeStep(Plan(), {100, 10, 0.0019}, 0.001, milliseconds(1000)).verdict, Verdict::kAdvance);
+  EXPECT_EQ(JudgeStep(Plan(), {100, 10, 0.0019}, {}, 0.001, milliseconds(999)).verdict, Verdict::kHold);
+  EXPECT_EQ(JudgeStep(Plan(), {100, 10, 0.0019}, {}, 0.001, milliseconds(1000)).verdict, Verdict::kAdvance);
 }
 
 TEST(JudgeStepTest, ErrorsAboveTheRateRollBackBeforeTheDwell) {
-  const StepJudgement judgement = JudgeStep(Plan(), {10, 2, 0.001}, 0.001, milliseconds(10));
+  const StepJudgement judgement = JudgeStep(Plan(), {10, 2, 0.001}, {}, 0.001, milliseconds(10));
   EXPECT_EQ(judgement.verdict, Verdict::kRollBack);
   EXPECT_EQ(judgement.cause, "error_rate");
   EXPECT_NE(judgement.reason.find("2 of 10"), std::string::npos) << judgement.reason;
 }
 
 TEST(JudgeStepTest, ASlowerP99RollsBackAndAnUnknownBaselineWaits) {
-  const StepJudgement judgement = JudgeStep(Plan(), {50, 0, 0.0031}, 0.001, milliseconds(10));
+  const StepJudgement judgement = JudgeStep(Plan(), {50, 0, 0.0031}, {}, 0.001, milliseconds(10));
   EXPECT_EQ(judgement.verdict, Verdict::kRollBack);
   EXPECT_EQ(judgement.cause, "latency");
-  EXPECT_EQ(JudgeStep(Plan(), {50, 0, 0.0031}, 0, milliseconds(10)).verdict, Verdict::kHold);
+  EXPECT_EQ(JudgeStep(Plan(), {50, 0, 0.0031}, {}, 0, milliseconds(10)).verdict, Verdict::kHold);
+}
+
+RolloutPlan PlanWithAgreement(double min_agreement) {
+  RolloutPlan plan = Plan();
+  plan.agreement = AgreementGuard{};
+  plan.agreement->min_agreement = min_agreement;
+  return plan;
+}
+
+TEST(JudgeStepTest, DisagreeingMirroredAnswersRollBackOnceEnoughWereCompared) {
+  const RolloutPlan plan = PlanWithAgreement(0.9);
+  EXPECT_EQ(JudgeStep(plan, {100, 0, 0.001}, {9, 0, 0}, 0.001, milliseconds(10)).verdict, Verdict::kHold);
+  const StepJudgement judgement = JudgeStep(plan, {100, 0, 0.001}, {10, 8, 0}, 0.001, milliseconds(10));
+  EXPECT_EQ(judgement.verdict, Verdict::kRollBack);
+  EXPECT_EQ(judgement.cause, "agreement");
+  EXPECT_NE(judgement.reason.find("8 of 10"), std::string::npos) << judgement.reason;
+  EXPECT_EQ(JudgeStep(plan, {100, 0, 0.001}, {10, 9, 0}, 0.001, milliseconds(10)).verdict, Verdict::kHold);
+}
+
+TEST(JudgeStepTest, WithAnAgreementGuardAStepAdvancesOnlyAfterEnoughComparedPairs) {
+  const RolloutPlan plan = PlanWithAgreement(0.9);
+  EXPECT_EQ(JudgeStep(plan, {100, 0, 0.001}, {9, 9, 40}, 0.001, milliseconds(5000)).verdict, Verdict::kHold);
+  EXPECT_EQ(JudgeStep(plan, {100, 0, 0.001}, {10, 10, 0}, 0.001, milliseconds(5000)).verdict, Verdict::kAdvance);
+  // Without the guard the mirrored counts do not matter.
+  EXPECT_EQ(JudgeStep(Plan(), {100, 0, 0.001}, {10, 0, 0}, 0.001, milliseconds(5000)).verdict, Verdict::kAdvance);
 }
 
 TEST(RolloutPlanTest, ValidationNamesTheField) {
@@ -63,6 +88,18 @@ TEST(RolloutPlanTest, ValidationNamesTheField) {
   EXPECT_NE(message([](RolloutPlan& p) { p.dwell = milliseconds(0); }).find("dwell"), std::string::npos);
   EXPECT_NE(message([](RolloutPlan& p) { p.max_error_rate = 2; }).find("max_error_rate"), std::string::npos);
   EXPECT_NE(message([](RolloutPlan& p) { p.min_requests = 0; }).find("min_requests"), std::string::npos);
+  EXPECT_NE(message([](RolloutPlan& p) { p = PlanWithAgreement(0); }).find("'min'"), std::string::npos);
+  EXPECT_NE(message([](RolloutPlan& p) { p = PlanWithAgreement(1.5); }).find("'min'"), std::string::npos);
+  EXPECT_NE(message([](RolloutPlan& p) {
+              p = PlanWithAgreement(0.9);
+              p.agreement->mirror_percent = 0;
+            }).find("mirror_percent"),
+            std::string::npos);
+  EXPECT_NE(message([](RolloutPlan& p) {
+              p = PlanWithAgreement(0.9);
+              p.agreement->tolerance = -1;
+            }).find("tolerance"),
+            std::string::npos);
 }
 
 // Answers its input; fails when the input is negative. Stands in for a bad new version.
@@ -184,6 +221,41 @@ TEST_F(RolloutControllerTest, ErrorsRollBackAtOnceAndAreCounted) {
             std::string::npos);
 }
 
+TEST_F(RolloutControllerTest, AnAgreementGuardMirrorsRoutedRequestsWhileItRuns) {
+  RolloutPlan plan = PlanWithAgreement(0.9);
+  plan.agreement->mirror_percent = 100;
+  plan.max_p99_ratio = 1000;
+  ASSERT_TRUE(controller_->Start("m", plan).ok());
+  // Routed requests of either version may be mirrored to the other; named ones never are.
+  for (int i = 0; i < 20; ++i) {
+    auto routed = manager_->Route("m", 0, std::to_string(i));
+    ASSERT_TRUE(routed.ok());
+    ASSERT_NE(routed->mirror, nullptr);
+    EXPECT_EQ(routed->mirror->PeerOf(routed->model->version()), 3 - routed->model->version());
+  }
+  EXPECT_EQ(manager_->Route("m", 1, "x")->mirror, nullptr);
+  // Answers that disagree (the candidate failed where the baseline answered) roll it back.
+  auto mirror = manager_->Route("m", 0, "x")->mirror;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(mirror->TryBegin());
+    MirrorPair pair(mirror);
+    pair.Record(1, std::vector<Tensor>{});
+    pair.Record(2, Status::Internal("wrong"));
+  }
+  controller_->Tick(RolloutController::Clock::now());
+  auto status = controller_->Get("m");
+  EXPECT_EQ(status->phase, RolloutPhase::kRolledBack);
+  EXPECT_EQ(status->mirrored.compared, 10u);
+  EXPECT_NE(status->reason.find("agreement"), std::string::npos) << status->reason;
+  EXPECT_EQ(manager_->Route("m", 0, "x")->mirror, nullptr);  // mirroring stops with the rollout
+  const std::string text = metrics_.RenderText();
+  EXPECT_NE(text.find("inferd_rollout_mirrored_total{model=\"m\",version=\"2\",outcome=\"disagreed\"} 10"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("inferd_rollout_rollbacks_total{model=\"m\",version=\"2\",cause=\"agreement\"} 1"),
+            std::string::npos);
+}
+
 TEST_F(RolloutControllerTest, OneRunningRolloutAtATimeAndAManualRollback) {
   RolloutPlan plan = Plan();
   plan.baseline = 0;  // resolved: the busiest version other than 2
@@ -213,13 +285,13 @@ TEST(ModelManagerTrafficTest, RetiredVersionsStayOutOfReloadsAndRoutingFollowsTh
   RealClock clock;
   ModelManager manager({{repo}, 1}, &backends, &metrics, &clock);
   manager.LoadAll();
-  EXPECT_EQ(manager.Route("m", 0, "x").value()->version(), 2);  // no split: the newest
+  EXPECT_EQ(manager.Route("m", 0, "x").value().model->version(), 2);  // no split: the newest
   EXPECT_EQ(manager.SetTraffic("m", TrafficSplit{{3, 10}}, std::nullopt).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(manager.SetTraffic("m", TrafficSplit{{1, 0}}, std::nullopt).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(manager.SetTraffic("m", std::nullopt, VersionLabelMap{{"stable", 3}}).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(manager.SetTraffic("m", TrafficSplit{{1, 100}}, VersionLabelMap{{"stable", 1}}).ok());
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(manager.Route("m", 0, std::to_string(i)).value()->version(), 1);
-  EXPECT_EQ(manager.Route("m", 2, "x").value()->version(), 2);  // a named version bypasses the split
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(manager.Route("m", 0, std::to_string(i)).value().model->version(), 1);
+  EXPECT_EQ(manager.Route("m", 2, "x").value().model->version(), 2);  // a named version bypasses the split
   ASSERT_TRUE(manager.SetTraffic("m", TrafficSplit{{2, 100}}, std::nullopt).ok());
   ASSERT_TRUE(manager.RetireVersion("m", 1).ok());
   EXPECT_FALSE(manager.Find("m", 1).ok());

@@ -319,6 +319,18 @@ StatusOr<RolloutPlan> ParseRolloutPlan(const lifecycle::RolloutPlan& message) {
   if (message.has_max_p99_ratio()) plan.max_p99_ratio = message.max_p99_ratio();
   if (message.has_min_requests()) plan.min_requests = message.min_requests();
   if (message.has_retention_seconds()) plan.retention_seconds = message.retention_seconds();
+  if (message.has_agreement()) {
+    const lifecycle::AgreementGuard& guard = message.agreement();
+    AgreementGuard& agreement = plan.agreement.emplace();
+    agreement.min_agreement = guard.min();
+    if (guard.has_mirror_percent()) agreement.mirror_percent = guard.mirror_percent();
+    if (guard.compare() == "argmax") {
+      agreement.compare = AgreementGuard::Compare::kArgmax;
+    } else if (!guard.compare().empty() && guard.compare() != "close") {
+      return Status::InvalidArgument("the rollout's agreement 'compare' must be \"close\" or \"argmax\"");
+    }
+    if (guard.has_tolerance()) agreement.tolerance = guard.tolerance();
+  }
   return plan;
 }
 
@@ -331,6 +343,13 @@ void EncodeRolloutPlan(const RolloutPlan& plan, lifecycle::RolloutPlan* out) {
   out->set_max_p99_ratio(plan.max_p99_ratio);
   out->set_min_requests(plan.min_requests);
   if (plan.retention_seconds) out->set_retention_seconds(*plan.retention_seconds);
+  if (const auto& guard = plan.agreement) {
+    lifecycle::AgreementGuard* agreement = out->mutable_agreement();
+    agreement->set_min(guard->min_agreement);
+    agreement->set_mirror_percent(guard->mirror_percent);
+    agreement->set_compare(guard->compare == AgreementGuard::Compare::kArgmax ? "argmax" : "close");
+    agreement->set_tolerance(guard->tolerance);
+  }
 }
 
 }  // namespace inferd

@@ -90,6 +90,11 @@ grpc::Status DescribeRollout(const StatusOr<RolloutStatus>& status, lifecycle::R
   out->set_reason(status->reason);
   DescribeWindow(status->candidate, out->mutable_observed());
   DescribeWindow(status->baseline, out->mutable_baseline_observed());
+  if (status->plan.agreement) {
+    out->mutable_mirrored()->set_compared(status->mirrored.compared);
+    out->mutable_mirrored()->set_agreed(status->mirrored.agreed);
+    out->mutable_mirrored()->set_skipped(status->mirrored.skipped);
+  }
   out->set_baseline_retired(status->baseline_retired);
   out->set_retire_in_seconds(status->retire_in_seconds);
   return grpc::Status::OK;

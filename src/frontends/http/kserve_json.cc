@@ -234,6 +234,17 @@ std::string RolloutJson(const RolloutStatus& status) {
   Str(w, status.reason);
   WriteWindow(w, "observed", status.candidate);
   WriteWindow(w, "baseline_observed", status.baseline);
+  if (status.plan.agreement) {
+    w.Key("mirrored");
+    w.StartObject();
+    w.Key("compared");
+    w.Uint64(status.mirrored.compared);
+    w.Key("agreed");
+    w.Uint64(status.mirrored.agreed);
+    w.Key("skipped");
+    w.Uint64(status.mirrored.skipped);
+    w.EndObject();
+  }
   w.Key("baseline_retired");
   w.Bool(status.baseline_retired);
   w.Key("retire_in_seconds");

@@ -2,6 +2,7 @@
 
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -73,6 +74,42 @@ StatusOr<uint64_t> Count(const rapidjson::Value& value, const char* key) {
   return value.GetUint64();
 }
 
+constexpr std::string_view kPlanFields[] = {"version",       "baseline",     "steps",
+                                            "dwell_seconds", "max_error_rate", "max_p99_ratio",
+                                            "min_requests",  "retention_seconds", "agreement"};
+
+StatusOr<AgreementGuard> ParseAgreement(const rapidjson::Value& value) {
+  if (!value.IsObject() || !value.HasMember("min")) {
+    return Invalid("'agreement' must be an object with 'min', e.g. {\"min\": 0.95, \"mirror_percent\": 10}");
+  }
+  AgreementGuard guard;
+  for (const auto& [key, field] : value.GetObject()) {
+    const std::string name = key.GetString();
+    if (name == "min") {
+      ASSIGN_OR_RETURN(guard.min_agreement, NonNegativeNumber(field, "agreement.min"));
+    } else if (name == "mirror_percent") {
+      if (!field.IsUint() || field.GetUint() == 0 || field.GetUint() > 100) {
+        return Invalid("'agreement.mirror_percent' must be an integer in [1, 100]");
+      }
+      guard.mirror_percent = field.GetUint();
+    } else if (name == "compare") {
+      const std::string_view compare = field.IsString() ? field.GetString() : "";
+      if (compare == "close") {
+        guard.compare = AgreementGuard::Compare::kClose;
+      } else if (compare == "argmax") {
+        guard.compare = AgreementGuard::Compare::kArgmax;
+      } else {
+        return Invalid("'agreement.compare' must be \"close\" or \"argmax\"");
+      }
+    } else if (name == "tolerance") {
+      ASSIGN_OR_RETURN(guard.tolerance, NonNegativeNumber(field, "agreement.tolerance"));
+    } else {
+      return Invalid("unknown field '" + name + "' in the rollout's 'agreement' (min, mirror_percent, compare, tolerance)");
+    }
+  }
+  return guard;
+}
+
 Status ParsePlanField(const std::string& key, const rapidjson::Value& value, RolloutPlan* plan) {
   if (key == "version") {
     ASSIGN_OR_RETURN(plan->version, PositiveInteger(value, "'version'"));
@@ -99,6 +136,8 @@ Status ParsePlanField(const std::string& key, const rapidjson::Value& value, Rol
     ASSIGN_OR_RETURN(uint64_t seconds, Count(value, "retention_seconds"));
     if (seconds > 86400ull * 3650) return Invalid("'retention_seconds' is above ten years");
     plan->retention_seconds = static_cast<int64_t>(seconds);
+  } else if (key == "agreement") {
+    ASSIGN_OR_RETURN(plan->agreement, ParseAgreement(value));
   } else {
     return Invalid("unknown field '" + key + "' in the rollout plan");
   }
@@ -138,6 +177,17 @@ StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body) {
   for (const auto& [key, value] : doc.GetObject()) RETURN_IF_ERROR(ParsePlanField(key.GetString(), value, &request.plan));
   if (request.plan.version == 0) return Invalid("the rollout plan needs 'version': the version to roll out");
   return request;
+}
+
+StatusOr<RolloutPlan> ReadRolloutPlanFields(const rapidjson::Value& object) {
+  if (!object.IsObject()) return Invalid("a rollout is a JSON object");
+  RolloutPlan plan;
+  for (const auto& [key, value] : object.GetObject()) {
+    const std::string name = key.GetString();
+    if (std::ranges::find(kPlanFields, name) == std::end(kPlanFields)) continue;
+    RETURN_IF_ERROR(ParsePlanField(name, value, &plan));
+  }
+  return plan;
 }
 
 std::string EncodeTrafficRequest(const TrafficChange& change) {
@@ -188,6 +238,19 @@ void WriteRolloutPlanFields(rapidjson::Writer<rapidjson::StringBuffer>& w, const
   if (plan.retention_seconds) {
     w.Key("retention_seconds");
     w.Int64(*plan.retention_seconds);
+  }
+  if (const auto& guard = plan.agreement) {
+    w.Key("agreement");
+    w.StartObject();
+    w.Key("min");
+    w.Double(guard->min_agreement);
+    w.Key("mirror_percent");
+    w.Uint(guard->mirror_percent);
+    w.Key("compare");
+    w.String(guard->compare == AgreementGuard::Compare::kArgmax ? "argmax" : "close");
+    w.Key("tolerance");
+    w.Double(guard->tolerance);
+    w.EndObject();
   }
 }
 

@@ -2,6 +2,7 @@
 // POST /v2/models/M/rollout. Pure functions over bytes, unit tested and fuzzed.
 #pragma once
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -18,8 +19,9 @@ namespace inferd {
 StatusOr<TrafficChange> ParseTrafficRequest(std::string_view body);
 
 // {"version": 2, "baseline": 1, "steps": [5, 20, 100], "dwell_seconds": 30, "max_error_rate": 0.01,
-//  "max_p99_ratio": 1.5, "min_requests": 20, "retention_seconds": 86400}: all but "version" optional;
-// or {"action": "rollback"}. Unknown fields are errors. The plan's numbers are checked by
+//  "max_p99_ratio": 1.5, "min_requests": 20, "retention_seconds": 86400,
+//  "agreement": {"min": 0.95, "mirror_percent": 10, "compare": "close", "tolerance": 1e-4}}: all but
+// "version" optional (and in "agreement", all but "min"); or {"action": "rollback"}. Unknown fields are errors. The plan's numbers are checked by
 // lifecycle's ValidateRolloutPlan.
 StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body);
 
@@ -28,5 +30,8 @@ std::string EncodeTrafficRequest(const TrafficChange& change);
 std::string EncodeRolloutPlan(const RolloutPlan& plan);
 // The plan's fields into an open JSON object (EncodeRolloutPlan, and the server's rollout state).
 void WriteRolloutPlanFields(rapidjson::Writer<rapidjson::StringBuffer>& w, const RolloutPlan& plan);
+// ...and read back from an object that holds other fields too (the server's rollout state): the
+// plan's fields are parsed as in a request, the others left alone.
+StatusOr<RolloutPlan> ReadRolloutPlanFields(const rapidjson::Value& object);
 
 }  // namespace inferd
