@@ -150,7 +150,14 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
     return finish(validated.status());
   }
   if (mirrored) finish = SendMirrored(std::move(routed->mirror), model->version(), std::move(mirrored), std::move(finish));
-  Status status = model->Enqueue(std::move(validated).value(), finish);
+  ValidatedRequest ready = std::move(validated).value();
+  Status status = model->Enqueue(std::move(ready), finish);
+  if (!status.ok() && model->stopped()) {
+    // Routed in the instant before a reload retired that version: the one in its place serves.
+    if (auto replacement = models_->Replacement(*model, *ready.request); replacement.ok()) {
+      status = (*replacement)->Enqueue(std::move(ready), finish);
+    }
+  }
   if (!status.ok()) finish(status);
 }
 

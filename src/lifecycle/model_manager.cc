@@ -420,6 +420,16 @@ StatusOr<ModelManager::RoutedVersion> ModelManager::Route(std::string_view name,
   return routed;
 }
 
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Replacement(const ModelVersion& stopped,
+                                                                  const InferRequest& request) const {
+  ASSIGN_OR_RETURN(RoutedVersion routed, Route(request.model_name, request.model_version, request.id));
+  if (routed.model.get() == &stopped || routed.model->stopped() ||
+      ServingConfigBytes(routed.model->config()) != ServingConfigBytes(stopped.config())) {
+    return Status::NotFound("model '" + request.model_name + "': no version took the place of the one retired");
+  }
+  return std::move(routed.model);
+}
+
 Status ModelManager::SetMirror(const std::string& name, std::shared_ptr<TrafficMirror> mirror) {
   if (!snapshot_.load()->contains(name)) return Status::NotFound("model '" + name + "' is not loaded");
   traffic_.SetMirror(name, std::move(mirror));

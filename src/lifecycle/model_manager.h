@@ -82,6 +82,10 @@ class ModelManager {
   // label must be loaded; the weights must not all be 0. Takes effect for the next request.
   Status SetTraffic(const std::string& name, std::optional<TrafficSplit> split,
                     std::optional<VersionLabelMap> labels);
+  // The version serving `request` now in place of `stopped`, which a reload or unload retired in
+  // the instant after the request was routed to it, when its serving config is the same (so the
+  // request, validated for `stopped`, fits it as it is). NOT_FOUND otherwise.
+  StatusOr<std::shared_ptr<ModelVersion>> Replacement(const ModelVersion& stopped, const InferRequest& request) const;
   // Starts (or, with null, stops) mirroring a loaded model's requests for a rollout's agreement guard.
   Status SetMirror(const std::string& name, std::shared_ptr<TrafficMirror> mirror);
   // A loaded model's split and labels (empty ones when none were set).

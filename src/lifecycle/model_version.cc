@@ -171,7 +171,7 @@ Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
   return status;
 }
 
-Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
+Status ModelVersion::Enqueue(ValidatedRequest&& validated, InferCallback done) {
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
@@ -187,6 +187,7 @@ Status ModelVersion::Enqueue(ValidatedRequest validated, InferCallback done) {
   metrics_.inflight->Add(1);
   Status status = scheduler_->Enqueue(pending);
   if (!status.ok()) {
+    validated.request = std::move(pending.request);
     if (orderer_) orderer_->Withdraw(ticket);
     metrics_.inflight->Add(-1);
     metrics_.rejected->Increment();

@@ -49,9 +49,12 @@ class ModelVersion {
   ~ModelVersion();
 
   // Queues the request; on success `done` will be called exactly once. On failure (queue full,
-  // stopped) the request and this `done` are released without a call: the caller answers through
-  // its own copy of the callback with the returned status (the failure is already counted).
-  Status Enqueue(ValidatedRequest validated, InferCallback done);
+  // stopped) `validated` keeps its request and this `done` is released without a call: the caller
+  // answers through its own copy of the callback with the returned status (the failure is already
+  // counted), or, when the version was stopped, may queue it on the one that replaced it.
+  Status Enqueue(ValidatedRequest&& validated, InferCallback done);
+  // Takes no new requests: a reload or unload retired it (StopAndDrain).
+  bool stopped() const { return scheduler_->IsShutDown(); }
 
   // Queues a keep-warm run (keep_warm_interval_seconds): executed like a request, counted in
   // inferd_keep_warm_runs_total and not in the statistics. At most one is in flight.

@@ -159,6 +159,11 @@ void Scheduler::Shutdown() {
   cv_.NotifyAll();
 }
 
+bool Scheduler::IsShutDown() const {
+  MutexLock lock(&mu_);
+  return shutdown_;
+}
+
 void Scheduler::CancelQueued(const Status& status) {
   std::vector<PendingRequest> cancelled;
   {

@@ -77,6 +77,7 @@ class Scheduler {
 
   // No new requests; queued ones still run. Wakes every waiting instance.
   void Shutdown();
+  bool IsShutDown() const;
   // Answers every queued request with `status` (used when the exit timeout has passed).
   void CancelQueued(const Status& status);
   // Wakes waiting instances so they re-check the queue (tests with a ManualClock).

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/low_priority.h"
+#include "core/request_validation.h"
 
 namespace inferd {
 namespace {
@@ -104,6 +105,41 @@ TEST_F(ModelManagerTest, BrokenModelsAreReportedAndOthersServe) {
   EXPECT_NE(reasons["no_versions"].find("no version folder"), std::string::npos);
   EXPECT_NE(reasons["no_file"].find("model.bin"), std::string::npos);
   EXPECT_FALSE(reasons.contains("good"));
+}
+
+TEST_F(ModelManagerTest, ARequestRoutedToARetiredVersionIsServedByTheOneInItsPlace) {
+  AddModel("m", kIdentity, {1});
+  auto manager = Manager();
+  ASSERT_TRUE(manager->Load("m").ok());
+  auto old = *manager->Find("m", 0);
+  // Routed to version 1 and validated for it; then a reload retires it before the request queues.
+  auto storage = std::make_shared<float>(7.0f);
+  auto request = std::make_unique<InferRequest>();
+  request->model_name = "m";
+  request->inputs.push_back({"I", DataType::kFp32, {1, 1}, AliasData(storage, storage.get()), 4});
+  auto validated = ValidateRequest(old->config(), std::move(request));
+  ASSERT_TRUE(validated.ok()) << validated.status().message();
+  ASSERT_TRUE(manager->Reload("m", {1}).ok());  // version 1's files changed: loaded anew
+  ASSERT_TRUE(old->stopped());
+  ValidatedRequest ready = std::move(validated).value();
+  std::promise<StatusOr<InferResponse>> answered;
+  auto done = [&](StatusOr<InferResponse> result) { answered.set_value(std::move(result)); };
+  EXPECT_EQ(old->Enqueue(std::move(ready), done).code(), StatusCode::kUnavailable);
+  ASSERT_NE(ready.request, nullptr);  // the refused request is given back
+  auto replacement = manager->Replacement(*old, *ready.request);
+  ASSERT_TRUE(replacement.ok()) << replacement.status().message();
+  EXPECT_NE(replacement->get(), old.get());
+  ASSERT_TRUE((*replacement)->Enqueue(std::move(ready), done).ok());
+  auto result = answered.get_future().get();
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->outputs[0].values<float>()[0], 7.0f);
+  // A replacement with another serving config (a request validated for the old one may not fit).
+  std::ofstream(repo_ / "m" / "config.pbtxt") << std::string(kIdentity).replace(
+      std::string(kIdentity).find("max_batch_size: 4"), 17, "max_batch_size: 2");
+  ASSERT_TRUE(manager->Load("m").ok());
+  InferRequest again;
+  again.model_name = "m";
+  EXPECT_EQ(manager->Replacement(**replacement, again).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(ModelManagerTest, ExplicitLoadUnloadAndReload) {
