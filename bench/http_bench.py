@@ -5,6 +5,12 @@
                                  response of the same size to the same POST
   bench/http_bench.py batching   add_sub (cost fixed_us=2000, per_item_us=100, max_batch_size 32)
                                  at concurrency 32, with and without dynamic batching
+  bench/http_bench.py ab --against OTHER_INFERD
+                                 this build against another build of inferd (an earlier commit)
+                                 on the identity model at concurrency 8, alternating rounds:
+                                 req/s and the server's CPU time per request; with one version,
+                                 and with two versions under a traffic split 1:100 (routing per
+                                 request; one version serves, as in the other build)
 
 Needs `bash scripts/setup.sh --bench` (wrk, nginx) and `bash scripts/build.sh release`.
 Load comes from wrk (Debian package) on loopback; every run is bounded in time. Prints markdown
@@ -52,14 +58,19 @@ def post(url, body):
 
 
 class Inferd:
-    def __init__(self, repo, extra=()):
+    def __init__(self, repo, extra=(), binary=INFERD):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([INFERD, "serve", "--model-repository", str(repo), "--http-address", "127.0.0.1",
+        self.proc = subprocess.Popen([binary, "serve", "--model-repository", str(repo), "--http-address", "127.0.0.1",
                                       "--http-port", str(self.port), "--metrics-port", str(free_port()),
                                       "--grpc-address", "127.0.0.1", "--grpc-port", str(free_port()), *extra],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_http(self.url + "/v2/health/live")
+
+    def cpu_seconds(self):
+        """User + system CPU time of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -204,9 +215,55 @@ def batching(args):
         server.stop()
 
 
+IDENTITY = """
+    backend: "identity"
+    max_batch_size: 64
+    input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+    output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] } ]
+    dynamic_batching { }
+    """
+
+
+def ab(args):
+    """The per-request cost of a change: the same load on two builds, alternated round by round."""
+    plain = write_repo({"identity": IDENTITY})
+    split = write_repo({"identity": IDENTITY + 'parameters { key: "traffic_split" value: { string_value: "1:100" } }\n'
+                        + "version_policy { all {} }\n"})
+    (split / "identity" / "2").mkdir()
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                                   "data": [0.5 + i for i in range(16)]}]})
+    binaries = {"this build": INFERD, "other": args.against}
+    print(f"identity model, 1x16 FP32 JSON, concurrency 8, {args.rounds} alternating rounds of wrk {args.seconds}s; "
+          f"other = {args.against}\n")
+    print("| repository | build | req/s (median) | server CPU us/request (median) | p99 ms |")
+    print("|---|---|---:|---:|---:|")
+    for label, repo in (("one version", plain), ("two versions, split 1:100", split)):
+        results = {name: [] for name in binaries}
+        servers = {name: Inferd(repo, binary=binary) for name, binary in binaries.items()}
+        try:
+            for server in servers.values():
+                post(server.url + "/v2/models/identity/infer", body)
+            for _ in range(args.rounds):
+                for name, server in servers.items():
+                    before = server.cpu_seconds()
+                    result = wrk(server.url + "/v2/models/identity/infer", body, 8, args.seconds)
+                    assert result["errors"] == 0, result
+                    result["cpu_us"] = (server.cpu_seconds() - before) / (result["rps"] * args.seconds) * 1e6
+                    results[name].append(result)
+        finally:
+            for server in servers.values():
+                server.stop()
+        for name in binaries:
+            runs = results[name]
+            cpu = sorted(r["cpu_us"] for r in runs)[len(runs) // 2]
+            middle = median_by_rps(runs)
+            print(f"| {label} | {name} | {middle['rps']:.0f} | {cpu:.1f} | {middle['p99']:.3f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", choices=["overhead", "batching", "all"])
+    parser.add_argument("which", choices=["overhead", "batching", "ab", "all"])
+    parser.add_argument("--against", help="ab: the other inferd binary")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per overhead cell")
     args = parser.parse_args()
@@ -220,6 +277,10 @@ def main():
         print()
     if args.which in ("batching", "all"):
         batching(args)
+    if args.which == "ab":
+        if not args.against or not Path(args.against).exists():
+            sys.exit("ab needs --against PATH_TO_ANOTHER_INFERD")
+        ab(args)
 
 
 if __name__ == "__main__":
