@@ -20,16 +20,17 @@ class EnsembleRun : public std::enable_shared_from_this<EnsembleRun> {
         dispatch_(std::move(dispatch)),
         clock_(clock),
         done_(std::move(done)),
-        start_(clock_->Now()),
-        waiting_(plan_->steps.size()) {
-    for (size_t i = 0; i < plan_->steps.size(); ++i) waiting_[i] = plan_->steps[i].producers;
-    for (Tensor& input : request_->inputs) tensors_.emplace(input.name, input);
-  }
+        start_(clock_->Now()) {}
 
   void Start() {
     std::vector<size_t> ready;
-    for (size_t i = 0; i < plan_->steps.size(); ++i) {
-      if (waiting_[i] == 0) ready.push_back(i);
+    {
+      MutexLock lock(&mu_);
+      for (const Tensor& input : request_->inputs) tensors_.emplace(input.name, input);
+      for (size_t i = 0; i < plan_->steps.size(); ++i) {
+        waiting_.push_back(plan_->steps[i].producers);
+        if (waiting_[i] == 0) ready.push_back(i);
+      }
     }
     Launch(ready);
   }
