@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -21,6 +22,9 @@ struct InferRequest {
   std::string id;
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;  // empty: every output of the model
+  // Triton's classification extension: requested outputs to answer as their top `count` classes,
+  // BYTES "value:index[:label]" (common/classification.h). (output name, count)
+  std::vector<std::pair<std::string, uint32_t>> classifications;
   uint32_t priority = 0;                       // 0: the model's default priority level
   uint64_t timeout_us = 0;                     // 0: the model's default queue timeout
   // The caller's own deadline (a gRPC deadline), as time left when the request arrived. Unlike
@@ -34,6 +38,10 @@ struct InferResponse {
   int64_t model_version = 0;
   std::string id;
   std::vector<Tensor> outputs;
+  // Where the time went, as the model version that answered measured it: waiting in its queue,
+  // and executing (input, infer, output). An ensemble reports its steps' by them.
+  int64_t queue_ns = 0;
+  int64_t compute_ns = 0;
 };
 
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;

@@ -135,7 +135,7 @@ StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::s
 
 void NormalizeModelConfig(ModelConfig* config, const std::string& model_name) {
   if (config->name().empty()) config->set_name(model_name);
-  if (config->instance_group().empty()) {
+  if (config->instance_group().empty() && !IsEnsemble(*config)) {  // an ensemble runs no instance
     auto* group = config->add_instance_group();
     group->set_count(1);
     group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
@@ -442,6 +442,10 @@ int InstanceCount(const ModelConfig& config) {
   int count = 0;
   for (const auto& group : config.instance_group()) count += std::max(1, group.count());
   return std::max(1, count);
+}
+
+bool IsEnsemble(const ModelConfig& config) {
+  return config.platform() == "ensemble" || config.has_ensemble_scheduling();
 }
 
 }  // namespace inferd

@@ -82,4 +82,8 @@ std::string ModelConfigToJson(const ModelConfig& config);
 // Total instances over all instance groups (at least 1).
 int InstanceCount(const ModelConfig& config);
 
+// Triton's ensembles: platform "ensemble" (or an ensemble_scheduling section); no backend of their
+// own, their steps are other models (pipeline/ensemble_plan.h).
+bool IsEnsemble(const ModelConfig& config);
+
 }  // namespace inferd

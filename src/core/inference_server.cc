@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backends/backend.h"
+#include "common/classification.h"
 #include "core/request_validation.h"
 #include "lifecycle/model_manager.h"
 #include "lifecycle/model_metrics.h"
@@ -15,14 +16,54 @@ namespace inferd {
 namespace {
 // Load / unload requests beyond this many waiting are refused: the lifecycle queue is bounded too.
 constexpr size_t kMaxLifecycleTasks = 64;
+
+using Classifications = std::vector<std::pair<std::string, uint32_t>>;
+
+// Triton's classification extension: the outputs asked for as classes must be numeric outputs
+// of the model.
+Status CheckClassifications(const ModelConfig& config, const Classifications& classifications) {
+  for (const auto& [output, count] : classifications) {
+    auto declared = std::ranges::find_if(config.output(), [&](const auto& o) { return o.name() == output; });
+    if (declared == config.output().end()) {
+      return Status::InvalidArgument("model '" + config.name() + "' has no output '" + output + "' to classify");
+    }
+    if (declared->data_type() == inference::TYPE_STRING || declared->data_type() == inference::TYPE_BOOL) {
+      return Status::InvalidArgument("model '" + config.name() + "' output '" + output +
+                                     "' is not numeric: it cannot be answered as classes");
+    }
+  }
+  return Status::Ok();
+}
+
+// Replaces each classified output of a successful answer by its top classes.
+InferCallback Classifying(std::shared_ptr<ModelVersion> model, Classifications classifications, InferCallback finish) {
+  return [model = std::move(model), classifications = std::move(classifications),
+          finish = std::move(finish)](StatusOr<InferResponse> result) {
+    if (!result.ok()) return finish(std::move(result));
+    const bool batched = model->config().max_batch_size() > 0;
+    for (Tensor& output : result->outputs) {
+      auto wanted = std::ranges::find_if(classifications, [&](const auto& c) { return c.first == output.name; });
+      if (wanted == classifications.end()) continue;
+      const int64_t rows = batched && !output.shape.empty() ? output.shape[0] : 1;
+      auto best = TopClasses(output, rows, wanted->second);
+      if (!best.ok()) return finish(best.status());
+      output = ClassificationTensor(output.name, *best, rows, batched, model->OutputLabels(output.name));
+    }
+    finish(std::move(result));
+  };
+}
+
 }  // namespace
 
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
       models_(std::make_unique<ModelManager>(
-          ModelManager::Options{options_.repositories, options_.threads}, backends_.get(),
-          &metrics_, &clock_)) {
+          ModelManager::Options{options_.repositories, options_.threads,
+                                [this](std::unique_ptr<InferRequest> request, InferCallback done) {
+                                  DispatchStep(std::move(request), std::move(done));
+                                }},
+          backends_.get(), &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);
   RegisterProcessMetrics(&metrics_);
@@ -144,21 +185,41 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
   // for this version's config (the other version validates against its own).
   std::unique_ptr<InferRequest> mirrored;
   if (routed->mirror != nullptr && routed->mirror->TryBegin()) mirrored = std::make_unique<InferRequest>(*request);
+  Classifications classifications = std::move(request->classifications);
   auto validated = ValidateRequest(model->config(), std::move(request));
-  if (!validated.ok()) {
+  Status checked = validated.ok() ? CheckClassifications(model->config(), classifications) : validated.status();
+  if (!checked.ok()) {
     if (mirrored) routed->mirror->Abandon();
-    return finish(validated.status());
+    return finish(checked);
   }
+  if (!classifications.empty()) finish = Classifying(model, std::move(classifications), std::move(finish));
   if (mirrored) finish = SendMirrored(std::move(routed->mirror), model->version(), std::move(mirrored), std::move(finish));
-  ValidatedRequest ready = std::move(validated).value();
-  Status status = model->Enqueue(std::move(ready), finish);
-  if (!status.ok() && model->stopped()) {
+  Enqueue(*model, std::move(validated).value(), finish);
+}
+
+void InferenceServer::Enqueue(ModelVersion& model, ValidatedRequest&& validated, const InferCallback& done) {
+  Status status = model.Enqueue(std::move(validated), done);
+  if (!status.ok() && model.stopped()) {
     // Routed in the instant before a reload retired that version: the one in its place serves.
-    if (auto replacement = models_->Replacement(*model, *ready.request); replacement.ok()) {
-      status = (*replacement)->Enqueue(std::move(ready), finish);
+    if (auto replacement = models_->Replacement(model, *validated.request); replacement.ok()) {
+      status = (*replacement)->Enqueue(std::move(validated), done);
     }
   }
-  if (!status.ok()) finish(status);
+  if (!status.ok()) done(status);
+}
+
+void InferenceServer::DispatchStep(std::unique_ptr<InferRequest> request, InferCallback done) {
+  // A step of a request already accepted: it runs during a drain too, and is counted in flight
+  // as its ensemble's request. No mirroring: a rollout's guard compares the client's requests.
+  auto routed = models_->Route(request->model_name, request->model_version, request->id);
+  if (!routed.ok()) {
+    // The ensemble exists; its step's model is what is missing: the ensemble is unavailable.
+    return done(routed.status().code() == StatusCode::kNotFound ? Status::Unavailable(routed.status().message())
+                                                                : routed.status());
+  }
+  auto validated = ValidateRequest(routed->model->config(), std::move(request));
+  if (!validated.ok()) return done(validated.status());
+  Enqueue(*routed->model, std::move(validated).value(), done);
 }
 
 InferCallback InferenceServer::SendMirrored(std::shared_ptr<TrafficMirror> mirror, int64_t served,
@@ -167,7 +228,8 @@ InferCallback InferenceServer::SendMirrored(std::shared_ptr<TrafficMirror> mirro
   const int64_t peer = mirror->PeerOf(served);
   copy->model_version = peer;
   auto record_peer = [pair, peer](StatusOr<InferResponse> result) {
-    pair->Record(peer, result.ok() ? StatusOr<std::vector<Tensor>>(std::move(result->outputs)) : result.status());
+    if (!result.ok()) return pair->Record(peer, result.status());
+    pair->Record(peer, std::move(result->outputs));
   };
   Status sent = Status::Ok();
   if (auto target = models_->Find(copy->model_name, peer); !target.ok()) {
@@ -177,10 +239,14 @@ InferCallback InferenceServer::SendMirrored(std::shared_ptr<TrafficMirror> mirro
   } else {
     sent = (*target)->Enqueue(std::move(validated).value(), record_peer);
   }
-  if (!sent.ok()) record_peer(sent);
+  if (!sent.ok()) pair->Record(peer, sent);
   // The client's answer is recorded by sharing its output buffers (no copy), then sent on.
   return [pair, served, finish = std::move(finish)](StatusOr<InferResponse> result) {
-    pair->Record(served, result.ok() ? StatusOr<std::vector<Tensor>>(result->outputs) : result.status());
+    if (result.ok()) {
+      pair->Record(served, result->outputs);
+    } else {
+      pair->Record(served, result.status());
+    }
     finish(std::move(result));
   };
 }

@@ -28,6 +28,7 @@ namespace inferd {
 
 class BackendRegistry;
 class ModelManager;
+class ModelVersion;
 
 class RepositoryPoller;
 
@@ -128,6 +129,11 @@ class InferenceServer {
   void RunTicker();
   void KeepWarmIdleModels();
   void FinishRequest();
+  // Queues a validated request at `model`, or at the version that replaced it in the instant
+  // after routing; answers `done` with the error when neither takes it.
+  void Enqueue(ModelVersion& model, ValidatedRequest&& validated, const InferCallback& done);
+  // The door for an ensemble's steps (pipeline/ensemble_runner.h).
+  void DispatchStep(std::unique_ptr<InferRequest> request, InferCallback done);
   // Mirrors a request (a copy of it, as it arrived) to the other version of a rollout's agreement
   // guard; returns the callback for the served version's answer, which records it for the
   // comparison before `finish` answers the client.

@@ -10,5 +10,19 @@ const ModelConfig& ModelView::config() const { return model_->config(); }
 const std::string& ModelView::name() const { return model_->name(); }
 int64_t ModelView::version() const { return model_->version(); }
 const ModelStats& ModelView::stats() const { return model_->stats(); }
+bool ModelView::is_ensemble() const { return model_->ensemble() != nullptr; }
+
+std::vector<EnsembleStepView> ModelView::EnsembleSteps() const {
+  std::vector<EnsembleStepView> steps;
+  const EnsembleRunner* runner = model_->ensemble();
+  if (runner == nullptr) return steps;
+  for (size_t i = 0; i < runner->plan().steps.size(); ++i) {
+    const EnsembleStep& step = runner->plan().steps[i];
+    const StepStats& stats = runner->step_stats(i);
+    steps.push_back({step.model_name, step.model_version, stats.in_flight.load(), stats.success.load(),
+                     stats.fail.load(), stats.queue_ns.load(), stats.compute_ns.load(), stats.total_ns.load()});
+  }
+  return steps;
+}
 
 }  // namespace inferd

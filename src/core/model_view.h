@@ -11,9 +11,20 @@
 #include "config/model_config.h"
 #include "lifecycle/model_stats.h"
 
+#include <vector>
+
 namespace inferd {
 
 class ModelVersion;
+
+// One step of an ensemble, as its statistics read now (pipeline/ensemble_runner.h's StepStats).
+struct EnsembleStepView {
+  std::string model_name;
+  int64_t model_version = 0;  // 0: the newest
+  int64_t in_flight = 0;
+  uint64_t success = 0, fail = 0;
+  uint64_t queue_ns = 0, compute_ns = 0, total_ns = 0;
+};
 
 class ModelView {
  public:
@@ -23,6 +34,9 @@ class ModelView {
   const std::string& name() const;
   int64_t version() const;
   const ModelStats& stats() const;
+  bool is_ensemble() const;
+  // An ensemble's steps in config order (empty for other models).
+  std::vector<EnsembleStepView> EnsembleSteps() const;
 
  private:
   std::shared_ptr<const ModelVersion> model_;

@@ -6,8 +6,8 @@
 namespace inferd {
 
 std::span<const std::string_view> ServerExtensions() {
-  static constexpr std::array<std::string_view, 4> kExtensions = {
-      "binary_tensor_data", "statistics", "model_repository", "model_configuration"};
+  static constexpr std::array<std::string_view, 5> kExtensions = {
+      "binary_tensor_data", "classification", "statistics", "model_repository", "model_configuration"};
   return kExtensions;
 }
 

@@ -2,6 +2,7 @@
 
 #include "common/low_priority.h"
 #include "lifecycle/mirror.h"
+#include "pipeline/ensemble_plan.h"
 
 #include <spdlog/spdlog.h>
 
@@ -55,7 +56,9 @@ Status ModelManager::Reload(const std::string& name, const std::set<int64_t>& ch
   return LoadFolders(name, changed_versions, Retired::kKeep);
 }
 
-Status ModelManager::LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired) {
+Status ModelManager::LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired,
+                                 std::vector<std::string> chain) {
+  LoadMissingMembers(name, std::move(chain));  // before this model's lock: a load holds one model's lock only
   MutexLock model_lock(&ModelLock(name));
   // Only this model's config is read, not every model's.
   auto folders = ListModelFolders(options_.repositories);
@@ -65,6 +68,34 @@ Status ModelManager::LoadFolders(const std::string& name, const std::set<int64_t
   Status status = LoadSource(ReadModelSource(name, it->second), changed_versions, retired);
   if (!status.ok()) spdlog::error("failed to load model '{}': {}", name, status.message());
   return status;
+}
+
+void ModelManager::LoadMissingMembers(const std::string& name, std::vector<std::string> chain) {
+  const auto folders = ListModelFolders(options_.repositories);
+  auto it = folders.find(name);
+  if (it == folders.end()) return;
+  const ModelSource source = ReadModelSource(name, it->second);
+  if (!source.status.ok() || !IsEnsemble(*source.config)) return;
+  chain.push_back(name);
+  for (const std::string& member : EnsembleMembers(*source.config)) {
+    if (std::ranges::find(chain, member) != chain.end() || Find(member, 0).ok()) continue;
+    spdlog::info("ensemble '{}': loading its step model '{}'", name, member);
+    (void)LoadFolders(member, {}, Retired::kLoadAgain, chain);  // a failure is the member's; the plan reports it
+  }
+}
+
+MemberConfigs ModelManager::LoadedConfigs() const {
+  return [this](const std::string& model, int64_t version) -> StatusOr<ModelConfig> {
+    auto found = Find(model, version);
+    if (found.ok()) return (*found)->config();
+    if (version == 0 || !Find(model, 0).ok()) return Status::NotFound("model '" + model + "' is not loaded");
+    return Status::NotFound("model '" + model + "' has no loaded version " + std::to_string(version));
+  };
+}
+
+Status ModelManager::EnsembleReadiness(const ModelVersion& model) const {
+  if (model.ensemble() == nullptr) return Status::Ok();
+  return PlanEnsemble(model.config(), LoadedConfigs()).status();
 }
 
 Status ModelManager::Load(const std::string& name, const LoadOverride& override) {
@@ -168,6 +199,13 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const Model
   return ModelVersion::Prepare(config, version, version_dir, context);
 }
 
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareEnsembleVersion(const ModelConfig& config,
+                                                                             std::shared_ptr<const EnsemblePlan> plan,
+                                                                             const fs::path& model_dir, int64_t version) {
+  ModelVersion::LoadContext context{nullptr, metrics_, clock_, 1};
+  return ModelVersion::PrepareEnsemble(config, version, std::move(plan), options_.step_dispatch, model_dir, context);
+}
+
 namespace {
 
 // The config as it matters to a loaded version: the parameters that only steer traffic between
@@ -210,8 +248,13 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
   if (!source.status.ok()) return {source.status};
   prepared.config = *source.config;
   ModelConfig& config = prepared.config;
-  auto backend = backends_->Select(config);
-  if (!backend.ok()) return {backend.status()};
+  const bool ensemble = IsEnsemble(config);
+  Backend* backend = nullptr;
+  if (!ensemble) {
+    auto selected = backends_->Select(config);
+    if (!selected.ok()) return {selected.status()};
+    backend = *selected;
+  }
   if (source.versions.empty()) {
     return {Status::NotFound("model '" + name + "': no version folder (a positive integer) in " + source.dir.string())};
   }
@@ -224,10 +267,17 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
     return {Status::NotFound("model '" + name + "': version_policy selects none of the versions on disk")};
   }
   // What config.pbtxt left out comes from the newest served version's model file.
-  Status completed = (*backend)->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
+  Status completed = ensemble ? Status::Ok() : backend->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
   if (completed.ok()) completed = ValidateModelConfig(config, "model '" + name + "' (completed config)");
   if (completed.ok()) completed = CheckSplitVersions(config, versions, record->retired_versions);
   if (!completed.ok()) return {completed};
+  // An ensemble's steps are checked against its members as they are loaded now, every load.
+  std::shared_ptr<const EnsemblePlan> plan;
+  if (ensemble) {
+    auto planned = PlanEnsemble(config, LoadedConfigs());
+    if (!planned.ok()) return {planned.status()};
+    plan = std::make_shared<const EnsemblePlan>(std::move(planned).value());
+  }
   const std::string config_bytes = ServingConfigBytes(config);
   for (int64_t version : versions) {
     auto current = serving.find(version);
@@ -236,7 +286,8 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
       prepared.versions[version] = current->second;  // unchanged: keep serving it
       continue;
     }
-    auto model = PrepareVersion(config, *backend, source.dir, version);
+    auto model = ensemble ? PrepareEnsembleVersion(config, plan, source.dir, version)
+                          : PrepareVersion(config, backend, source.dir, version);
     if (model.ok()) {
       prepared.versions[version] = *model;
       prepared.started.push_back(std::move(model).value());
@@ -545,8 +596,10 @@ std::vector<IndexEntry> ModelManager::EntriesLocked(std::string_view name, const
   if (auto serving = table.find(name); serving != table.end()) {
     for (const auto& [version, model] : serving->second) {
       const ModelVersion::Timings timings = model->timings();
-      entries.push_back({std::string(name), version, ModelState::kReady, "", timings.load_seconds,
-                         timings.warmup_seconds, timings.first_request_seconds});
+      const Status readiness = EnsembleReadiness(*model);
+      entries.push_back({std::string(name), version, readiness.ok() ? ModelState::kReady : ModelState::kUnavailable,
+                         readiness.message(), timings.load_seconds, timings.warmup_seconds,
+                         timings.first_request_seconds});
     }
   }
   if (auto record = index_records_.find(name); record != index_records_.end()) {
@@ -584,7 +637,12 @@ std::vector<IndexEntry> ModelManager::Index() const {
 ModelReadiness ModelManager::State(std::string_view name, int64_t version) const {
   std::shared_ptr<const ServingTable> table = snapshot_.load();
   if (auto serving = table->find(name); serving != table->end()) {
-    if (version == 0 || serving->second.contains(version)) return {ModelState::kReady, ""};
+    auto it = version == 0 ? std::prev(serving->second.end()) : serving->second.find(version);
+    if (it != serving->second.end()) {
+      const Status readiness = EnsembleReadiness(*it->second);
+      if (!readiness.ok()) return {ModelState::kUnavailable, readiness.message()};
+      return {ModelState::kReady, ""};
+    }
   }
   const std::string label = "model '" + std::string(name) + "'";
   MutexLock lock(&index_mu_);
@@ -606,6 +664,7 @@ bool ModelManager::AllReady() const {
     if (!record.wanted) continue;
     const bool failed = !record.error.ok() || !record.failed_versions.empty();
     if (!table->contains(name) || (failed && !record.still_serving)) return false;
+    if (!EnsembleReadiness(*table->at(name).rbegin()->second).ok()) return false;
   }
   return true;
 }

@@ -33,6 +33,8 @@ class ModelManager {
   struct Options {
     std::vector<std::filesystem::path> repositories;
     int threads = 1;  // cores given to the process; divided among instances
+    // Where ensembles send their steps' requests: the server's door (route, validate, queue).
+    StepDispatch step_dispatch;
     // Once SetLoadsAtIdlePriority(true): a load's work and the release of retired versions run
     // at SCHED_IDLE (common/low_priority.h), behind serving.
   };
@@ -129,7 +131,17 @@ class ModelManager {
   // kKeep: versions retired after a rollout stay out (poll reloads); kLoadAgain: they come back.
   enum class Retired { kKeep, kLoadAgain };
   Mutex& ModelLock(const std::string& name);
-  Status LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired);
+  // `chain`: the ensembles whose loads led here, outermost first (their members load first).
+  Status LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired,
+                     std::vector<std::string> chain = {});
+  // An ensemble's members load before it, each that is not loaded yet (Triton loads an ensemble's
+  // composing models with it). A member that is one of `chain` is left to the plan to refuse.
+  void LoadMissingMembers(const std::string& name, std::vector<std::string> chain);
+  // The member configs an ensemble's plan is checked against: the loaded ones, now.
+  MemberConfigs LoadedConfigs() const;
+  // Why an ensemble's version cannot serve now (a step's model is not loaded, or was reloaded with
+  // a config its step no longer fits), or OK; OK for every other model.
+  Status EnsembleReadiness(const ModelVersion& model) const;
   // The caller holds ModelLock(source.name) (a dynamic lock the annotations cannot name).
   Status LoadSource(const ModelSource& source, const std::set<int64_t>& changed_versions, Retired retired)
       EXCLUDES(write_mu_);
@@ -150,6 +162,10 @@ class ModelManager {
                                    const VersionMap& serving, ModelRecord* record);
   StatusOr<std::shared_ptr<ModelVersion>> PrepareVersion(const ModelConfig& config, Backend* backend,
                                                          const std::filesystem::path& model_dir, int64_t version);
+  // An ensemble's version: no backend, no files; `plan` was checked against the members.
+  StatusOr<std::shared_ptr<ModelVersion>> PrepareEnsembleVersion(const ModelConfig& config,
+                                                                 std::shared_ptr<const EnsemblePlan> plan,
+                                                                 const std::filesystem::path& model_dir, int64_t version);
   // Makes `table` the one requests see; returns the versions that left it, to be drained (by
   // DrainRetired, after write_mu_ is released: a drain waits for their requests).
   Retirees Publish(ServingTable table) REQUIRES(write_mu_);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "common/classification.h"
 #include "instances/lazy_model.h"
 #include "instances/planned_batches.h"
 #include "lifecycle/warmup.h"
@@ -60,6 +61,51 @@ ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const Loa
       orderer_(config.dynamic_batching().preserve_ordering() ? std::make_unique<ResponseOrderer>() : nullptr),
       scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
 
+ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, std::shared_ptr<EnsembleRunner> ensemble,
+                           const LoadContext& context)
+    : config_(config),
+      version_(version),
+      clock_(context.clock),
+      registry_(context.metrics),
+      metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
+      ensemble_(std::move(ensemble)) {}
+
+namespace {
+
+// Each output's label_filename, read from the model folder (Triton's classification labels).
+Status ReadOutputLabels(const ModelConfig& config, const std::filesystem::path& model_dir,
+                        std::map<std::string, std::vector<std::string>, std::less<>>* labels) {
+  for (const auto& output : config.output()) {
+    if (output.label_filename().empty()) continue;
+    auto read = ReadLabelFile(model_dir / output.label_filename());
+    if (!read.ok()) return read.status().WithPrefix("model '" + config.name() + "' output '" + output.name() + "'");
+    (*labels)[output.name()] = std::move(read).value();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareEnsemble(const ModelConfig& config, int64_t version,
+                                                                      std::shared_ptr<const EnsemblePlan> plan,
+                                                                      StepDispatch dispatch,
+                                                                      const std::filesystem::path& model_dir,
+                                                                      const LoadContext& context) {
+  auto runner = EnsembleRunner::Create(std::move(plan), version, std::move(dispatch), context.clock);
+  std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, std::move(runner), context));
+  RETURN_IF_ERROR(ReadOutputLabels(config, model_dir, &model->output_labels_));
+  return model;
+}
+
+const std::vector<std::string>* ModelVersion::OutputLabels(std::string_view output) const {
+  auto it = output_labels_.find(output);
+  return it == output_labels_.end() ? nullptr : &it->second;
+}
+
+size_t ModelVersion::QueueDepth() const {
+  return ensemble_ ? static_cast<size_t>(ensemble_->runs_in_flight()) : scheduler_->QueueDepth();
+}
+
 namespace {
 
 // Loads, prepares (planned batch sizes) and warms up every instance; `warmup_ns` gets the time of
@@ -110,6 +156,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Prepare(const ModelConfig&
     ASSIGN_OR_RETURN(model->keep_warm_inputs_, KeepWarmInputs(config, version_dir.parent_path()));
     model->keep_warm_interval_ = std::chrono::seconds(keep_warm_seconds);
   }
+  RETURN_IF_ERROR(ReadOutputLabels(config, version_dir.parent_path(), &model->output_labels_));
   int64_t warmup_ns = 0;
   RETURN_IF_ERROR(BuildInstances(config, version_dir, context, &model->prepared_, &warmup_ns));
   model->load_seconds_ = Seconds(NanosBetween(start, SteadyClock::now()));
@@ -121,28 +168,38 @@ void ModelVersion::Start() {
   const TimePoint start = SteadyClock::now();
   const int count = static_cast<int>(prepared_.size());
   ModelVersion* raw = this;
-  instances_ = std::make_unique<InstancePool>(
-      name(), version_, config_.max_batch_size() > 0, scheduler_.get(), std::move(prepared_),
-      [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_);
-  prepared_.clear();
-  instances_->Start();
+  if (!ensemble_) {
+    instances_ = std::make_unique<InstancePool>(
+        name(), version_, config_.max_batch_size() > 0, scheduler_.get(), std::move(prepared_),
+        [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_);
+    prepared_.clear();
+    instances_->Start();
+  }
   registry_->AddGaugeFunction("inferd_queue_depth", ModelLabels(name(), version_),
                               [raw] { return static_cast<double>(raw->QueueDepth()); });
   load_seconds_ += Seconds(NanosBetween(start, SteadyClock::now()));
   metrics_.load_duration->Set(load_seconds_);
   metrics_.warmup_duration->Set(warmup_seconds_);
   last_activity_ns_.store(clock_->Now().time_since_epoch().count());
-  spdlog::info("loaded model '{}' version {} ({} instance(s))", name(), version_, count);
+  if (ensemble_) {
+    spdlog::info("loaded ensemble '{}' version {} ({} steps)", name(), version_, ensemble_->plan().steps.size());
+  } else {
+    spdlog::info("loaded model '{}' version {} ({} instance(s))", name(), version_, count);
+  }
 }
 
 ModelVersion::~ModelVersion() { StopAndDrain(); }
 
 void ModelVersion::StopAndDrain() {
+  if (ensemble_) return ensemble_->StopAndDrain();
   scheduler_->Shutdown();
   if (instances_) instances_->Join();
 }
 
-void ModelVersion::CancelQueued() { scheduler_->CancelQueued(Status::Cancelled("server is shutting down")); }
+void ModelVersion::CancelQueued() {
+  // An ensemble's steps wait in their own models' queues, which are cancelled with them.
+  if (!ensemble_) scheduler_->CancelQueued(Status::Cancelled("server is shutting down"));
+}
 
 ModelVersion::Timings ModelVersion::timings() const {
   const int64_t first = first_request_ns_.load();
@@ -150,6 +207,7 @@ ModelVersion::Timings ModelVersion::timings() const {
 }
 
 Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
+  if (ensemble_) return Status::FailedPrecondition("ensemble '" + name() + "': keep-warm runs are its steps' own");
   if (keep_warm_in_flight_.exchange(true)) return Status::Ok();
   last_activity_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
   PendingRequest pending{
@@ -172,6 +230,7 @@ Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
 }
 
 Status ModelVersion::Enqueue(ValidatedRequest&& validated, InferCallback done) {
+  if (ensemble_) return EnqueueEnsembleRun(std::move(validated), std::move(done));
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
@@ -188,6 +247,31 @@ Status ModelVersion::Enqueue(ValidatedRequest&& validated, InferCallback done) {
   Status status = scheduler_->Enqueue(pending);
   if (!status.ok()) {
     validated.request = std::move(pending.request);
+    if (orderer_) orderer_->Withdraw(ticket);
+    metrics_.inflight->Add(-1);
+    metrics_.rejected->Increment();
+    stats_.fail.Add(0);
+  }
+  return status;
+}
+
+Status ModelVersion::EnqueueEnsembleRun(ValidatedRequest&& validated, InferCallback done) {
+  const int64_t batch_size = validated.batch_size;
+  const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
+  const TimePoint start = clock_->Now();
+  // The statistics' queue and compute of an ensemble are its steps' summed (as Triton reports
+  // them): the run's timings are laid out that way.
+  InferCallback run_done = [this, batch_size, ticket, start, done = std::move(done)](StatusOr<InferResponse> result) mutable {
+    RequestTimings timings{.enqueued = start, .exec_start = start, .input_done = start, .infer_done = start, .output_done = start};
+    if (result.ok()) {
+      timings.exec_start = timings.input_done = start + std::chrono::nanoseconds(result->queue_ns);
+      timings.infer_done = timings.output_done = timings.exec_start + std::chrono::nanoseconds(result->compute_ns);
+    }
+    OnComplete(std::move(result), timings, batch_size, ticket, done);
+  };
+  metrics_.inflight->Add(1);
+  Status status = ensemble_->Run(validated.request, run_done);
+  if (!status.ok()) {
     if (orderer_) orderer_->Withdraw(ticket);
     metrics_.inflight->Add(-1);
     metrics_.rejected->Increment();
@@ -215,6 +299,10 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
       }
     }
     stats_.queue.Add(queue_ns);
+    if (!ensemble_) {
+      result->queue_ns = queue_ns;
+      result->compute_ns = NanosBetween(timings.exec_start, timings.output_done);
+    }
     stats_.compute_input.Add(NanosBetween(timings.exec_start, timings.input_done));
     stats_.compute_infer.Add(NanosBetween(timings.input_done, timings.infer_done));
     stats_.compute_output.Add(NanosBetween(timings.infer_done, timings.output_done));

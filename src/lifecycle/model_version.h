@@ -1,4 +1,6 @@
 // One loaded version of a model: its config, its scheduler, its instances, its stats and metrics.
+// An ensemble's version has neither scheduler nor instances: its requests run through an
+// EnsembleRunner (pipeline/ensemble_runner.h), whose steps queue at their own models.
 // Load() is the expensive step (backend loads, warmup); the destructor stops taking requests,
 // lets the queue drain and the instances finish, then releases the models.
 // Its metric series are labelled by (model, version) and shared with a reload of the same version,
@@ -7,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -21,6 +24,7 @@
 #include "lifecycle/model_stats.h"
 #include "lifecycle/response_orderer.h"
 #include "metrics/latency_histogram.h"
+#include "pipeline/ensemble_runner.h"
 #include "scheduler/scheduler.h"
 
 namespace inferd {
@@ -43,6 +47,12 @@ class ModelVersion {
   static StatusOr<std::shared_ptr<ModelVersion>> Prepare(const ModelConfig& config, int64_t version,
                                                          const std::filesystem::path& version_dir,
                                                          const LoadContext& context);
+  // An ensemble's version: its plan, validated against its members, and the server's door for
+  // the steps' requests.
+  static StatusOr<std::shared_ptr<ModelVersion>> PrepareEnsemble(const ModelConfig& config, int64_t version,
+                                                       std::shared_ptr<const EnsemblePlan> plan,
+                                                       StepDispatch dispatch, const std::filesystem::path& model_dir,
+                                                       const LoadContext& context);
   // Starts the instance threads, which inherit the calling thread's CPU priority: call it from a
   // thread of normal priority (the loads' work runs at idle priority, common/low_priority.h).
   void Start();
@@ -54,7 +64,7 @@ class ModelVersion {
   // counted), or, when the version was stopped, may queue it on the one that replaced it.
   Status Enqueue(ValidatedRequest&& validated, InferCallback done);
   // Takes no new requests: a reload or unload retired it (StopAndDrain).
-  bool stopped() const { return scheduler_->IsShutDown(); }
+  bool stopped() const { return ensemble_ ? ensemble_->stopped() : scheduler_->IsShutDown(); }
 
   // Queues a keep-warm run (keep_warm_interval_seconds): executed like a request, counted in
   // inferd_keep_warm_runs_total and not in the statistics. At most one is in flight.
@@ -87,14 +97,22 @@ class ModelVersion {
   const ModelStats& stats() const { return stats_; }
   // End-to-end latency of successful requests, fine-grained: a rollout compares versions by it.
   const LatencyHistogram& latency() const { return latency_; }
-  size_t QueueDepth() const { return scheduler_->QueueDepth(); }
+  // Requests waiting in the queue; for an ensemble, runs in flight (its steps queue at their models).
+  size_t QueueDepth() const;
+  // Set for an ensemble's version: its plan and per-step statistics.
+  const EnsembleRunner* ensemble() const { return ensemble_.get(); }
+  // The labels of an output whose config sets label_filename (read at load); null otherwise.
+  const std::vector<std::string>* OutputLabels(std::string_view output) const;
 
  private:
   ModelVersion(const ModelConfig& config, int64_t version, const LoadContext& context);
+  ModelVersion(const ModelConfig& config, int64_t version, std::shared_ptr<EnsembleRunner> ensemble,
+               const LoadContext& context);
 
   void OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings, int64_t batch_size,
                   uint64_t ticket, InferCallback& done);
   void OnExecution(const ExecutionReport& report);
+  Status EnqueueEnsembleRun(ValidatedRequest&& validated, InferCallback done);
 
   const ModelConfig config_;
   const int64_t version_;
@@ -113,6 +131,8 @@ class ModelVersion {
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Model>> prepared_;  // between Prepare and Start
   std::unique_ptr<InstancePool> instances_;
+  std::shared_ptr<EnsembleRunner> ensemble_;  // an ensemble's (then no scheduler, no instances)
+  std::map<std::string, std::vector<std::string>, std::less<>> output_labels_;
 };
 
 // Scheduler settings from the config's dynamic_batching (or its absence).

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <sstream>
 #include <map>
 #include <set>
 
@@ -132,6 +134,82 @@ Status CheckAcyclic(const EnsemblePlan& plan, const std::vector<std::set<size_t>
   return Status::Ok();
 }
 
+// parameters[step_timeout_ms]: "model=ms,model=ms"; every model named must be a step's.
+Status ApplyStepTimeouts(const ModelConfig& ensemble, EnsemblePlan* plan) {
+  const std::optional<std::string> text = ConfigParameter(ensemble, "step_timeout_ms");
+  if (!text) return Status::Ok();
+  const std::string where = "ensemble '" + plan->name + "': parameters[step_timeout_ms] ";
+  std::stringstream items(*text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t equals = item.find('=');
+    const std::string model = item.substr(0, equals);
+    int64_t milliseconds = 0;
+    const char* begin = equals == std::string::npos ? nullptr : item.data() + equals + 1;
+    const char* end = item.data() + item.size();
+    if (begin == nullptr || std::from_chars(begin, end, milliseconds).ptr != end || milliseconds <= 0) {
+      return Invalid(where + "has '" + item + "'; write model=milliseconds, like \"classifier=50\"");
+    }
+    bool found = false;
+    for (EnsembleStep& step : plan->steps) {
+      if (step.model_name != model) continue;
+      step.timeout_us = static_cast<uint64_t>(milliseconds) * 1000;
+      found = true;
+    }
+    if (!found) return Invalid(where + "names model '" + model + "', which no step runs");
+  }
+  return Status::Ok();
+}
+
+// A fallback takes the step's place: every input the step feeds and every output it maps must be
+// the fallback's too, with the type the step's model has.
+Status CheckFallback(const EnsemblePlan& plan, size_t index, const ModelConfig& member, const ModelConfig& fallback) {
+  const EnsembleStep& step = plan.steps[index];
+  const std::string label = StepLabel(plan, index) + ": fallback model '" + fallback.name() + "'";
+  auto same = [&](const auto& theirs, const auto& ours, const std::string& kind) -> Status {
+    if (theirs == nullptr) return Invalid(label + " has no " + kind + " '" + ours->name() + "'");
+    const TensorType a = TypeOf(fallback, *theirs), b = TypeOf(member, *ours);
+    if (a.dtype != b.dtype || !ShapesMatch(a.shape, b.shape)) {
+      return Invalid(label + ": " + kind + " '" + ours->name() + "' is " + Describe(a) + ", the step's model has " +
+                     Describe(b));
+    }
+    return Status::Ok();
+  };
+  for (const auto& wiring : step.inputs) {
+    RETURN_IF_ERROR(same(FindTensor(fallback.input(), wiring.first), FindTensor(member.input(), wiring.first), "input"));
+  }
+  for (const auto& wiring : step.outputs) {
+    RETURN_IF_ERROR(same(FindTensor(fallback.output(), wiring.first), FindTensor(member.output(), wiring.first), "output"));
+  }
+  return Status::Ok();
+}
+
+// parameters[circuit_breaker.MODEL] for the steps that run MODEL.
+Status ApplyBreakers(const ModelConfig& ensemble, const std::vector<ModelConfig>& member_configs,
+                     const MemberConfigs& members, EnsemblePlan* plan) {
+  constexpr std::string_view kPrefix = "circuit_breaker.";
+  for (const auto& [key, value] : ensemble.parameters()) {
+    if (!key.starts_with(kPrefix)) continue;
+    const std::string model = key.substr(kPrefix.size());
+    const std::string where = "ensemble '" + plan->name + "': parameters[" + key + "]";
+    auto policy = ParseBreakerPolicy(value.string_value());
+    if (!policy.ok()) return policy.status().WithPrefix(where);
+    bool found = false;
+    for (size_t i = 0; i < plan->steps.size(); ++i) {
+      if (plan->steps[i].model_name != model) continue;
+      found = true;
+      if (!policy->fallback.empty()) {
+        auto fallback = members(policy->fallback, 0);
+        if (!fallback.ok()) return Invalid(StepLabel(*plan, i) + ": fallback: " + fallback.status().message());
+        RETURN_IF_ERROR(CheckFallback(*plan, i, member_configs[i], *fallback));
+      }
+      plan->steps[i].breaker = *policy;
+    }
+    if (!found) return Invalid(where + " names model '" + model + "', which no step runs");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string StepLabel(const EnsemblePlan& plan, size_t step) {
@@ -142,6 +220,13 @@ std::vector<std::string> EnsembleMembers(const ModelConfig& ensemble) {
   std::vector<std::string> members;
   for (const auto& step : ensemble.ensemble_scheduling().step()) {
     if (std::ranges::find(members, step.model_name()) == members.end()) members.push_back(step.model_name());
+  }
+  for (const auto& [key, value] : ensemble.parameters()) {
+    if (!key.starts_with("circuit_breaker.")) continue;
+    auto policy = ParseBreakerPolicy(value.string_value());
+    if (policy.ok() && !policy->fallback.empty() && std::ranges::find(members, policy->fallback) == members.end()) {
+      members.push_back(policy->fallback);
+    }
   }
   return members;
 }
@@ -192,6 +277,8 @@ StatusOr<EnsemblePlan> PlanEnsemble(const ModelConfig& ensemble, const MemberCon
     plan.outputs.push_back(output.name());
   }
   RETURN_IF_ERROR(CheckAcyclic(plan, waits_for));
+  RETURN_IF_ERROR(ApplyStepTimeouts(ensemble, &plan));
+  RETURN_IF_ERROR(ApplyBreakers(ensemble, member_configs, members, &plan));
   return plan;
 }
 

@@ -9,16 +9,25 @@
 // have, a tensor nothing produces or two steps produce, an ensemble output no step produces, a
 // type or shape that differs between the producer and the consumer, and cycles. What it returns is
 // what a run needs (pipeline/ensemble_run.h): each step's wiring and who waits on whom.
+//
+// Per-step time limits come from the ensemble's `parameters { key: "step_timeout_ms" value {
+// string_value: "preprocess=30,classifier=50" } }`: model name = milliseconds, for every step that
+// runs that model (Triton's step message has no parameters of its own). Circuit breakers come
+// from `parameters { key: "circuit_breaker.MODEL" value { string_value: "consecutive_failures=5,
+// cool_down_seconds=5,fallback=OTHER" } }` (pipeline/circuit_breaker.h); a fallback model must take
+// the step's inputs and give its outputs, with the same types and shapes.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
 #include "config/model_config.h"
+#include "pipeline/circuit_breaker.h"
 
 namespace inferd {
 
@@ -32,6 +41,12 @@ struct EnsembleStep {
   // waits for (0: it takes only the ensemble's inputs and starts at once).
   std::vector<size_t> consumers;
   size_t producers = 0;
+  // The step's own time limit (the ensemble's parameters[step_timeout_ms]); 0: a share of what is
+  // left of the request's deadline (pipeline/ensemble_runner.h says how much).
+  uint64_t timeout_us = 0;
+  // The step's model's circuit breaker (parameters[circuit_breaker.MODEL]); steps that run the
+  // same model share one.
+  std::optional<BreakerPolicy> breaker;
 };
 
 struct EnsemblePlan {
@@ -48,7 +63,8 @@ std::string StepLabel(const EnsemblePlan& plan, size_t step);
 
 StatusOr<EnsemblePlan> PlanEnsemble(const ModelConfig& ensemble, const MemberConfigs& members);
 
-// The member models an ensemble's config names (to load them before it), in step order, once each.
+// The member models an ensemble's config names (to load them before it), in step order, once each,
+// then its breakers' fallbacks.
 std::vector<std::string> EnsembleMembers(const ModelConfig& ensemble);
 
 }  // namespace inferd

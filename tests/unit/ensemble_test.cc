@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <thread>
 
 #include "pipeline/ensemble_plan.h"
-#include "pipeline/ensemble_run.h"
+#include "pipeline/ensemble_runner.h"
 
 namespace inferd {
 namespace {
@@ -183,6 +185,15 @@ std::shared_ptr<EnsemblePlan> Diamond() {
   return plan;
 }
 
+// Starts one run on a new runner; returns the runner (its stats and limits are what tests read).
+std::shared_ptr<EnsembleRunner> RunEnsemble(std::shared_ptr<const EnsemblePlan> plan, int64_t version,
+                                            std::unique_ptr<InferRequest> request, StepDispatch dispatch,
+                                            const Clock* clock, InferCallback done) {
+  auto runner = EnsembleRunner::Create(std::move(plan), version, std::move(dispatch), clock);
+  EXPECT_TRUE(runner->Run(request, done).ok());
+  return runner;
+}
+
 std::unique_ptr<InferRequest> Request(uint64_t client_timeout_us = 0) {
   auto request = std::make_unique<InferRequest>();
   request->model_name = "E";
@@ -250,13 +261,97 @@ TEST(EnsembleRunTest, StepsGetWhatIsLeftOfTheDeadlineAndOneThatWouldStartAfterIt
   clock.Advance(std::chrono::milliseconds(20));
   steps.Answer(0, 1);
   EXPECT_EQ(steps.calls[1].request->client_timeout_us, 30'000u);
-  clock.Advance(std::chrono::milliseconds(40));
-  steps.Answer(1, 1);
   steps.Answer(2, 1);
+  clock.Advance(std::chrono::milliseconds(40));
+  steps.Answer(1, 1);  // b answers 10 ms after the deadline: the run ends there, naming b
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_NE(answer->status().message().find("step 4 (model 'd')"), std::string::npos) << answer->status().message();
+  EXPECT_EQ(answer->status().message(), "ensemble 'E' step 2 (model 'b'): the request's deadline passed while the step ran");
   EXPECT_EQ(steps.calls.size(), 3u);  // d was not run
+}
+
+TEST(EnsembleRunTest, WithMeasuredStepsEachGetsItsShareOfWhatIsLeft) {
+  Steps steps;
+  ManualClock clock;
+  auto runner = RunEnsemble(Diamond(), 1, Request(), steps.Dispatch(), &clock, [](StatusOr<InferResponse>) {});
+  EXPECT_EQ(runner->StepLimitUs(0, 100'000), 100'000u);  // nothing measured yet: all that is left
+  EXPECT_EQ(runner->StepLimitUs(0, 0), 0u);               // no deadline, no step timeout: none
+  clock.Advance(std::chrono::milliseconds(10));
+  steps.Answer(0, 1);  // a: 10 ms
+  clock.Advance(std::chrono::milliseconds(30));
+  steps.Answer(2, 1);  // c: 30 ms
+  clock.Advance(std::chrono::milliseconds(10));
+  steps.Answer(1, 1);  // b: 40 ms
+  clock.Advance(std::chrono::milliseconds(10));
+  steps.Answer(3, 1);  // d: 10 ms
+  // From a, the slowest path is a -> b -> d: 10 + 40 + 10 = 60 ms, of which a takes 1/6.
+  EXPECT_EQ(runner->StepLimitUs(0, 60'000), 10'000u);
+  EXPECT_EQ(runner->StepLimitUs(1, 50'000), 40'000u);  // b: 40 of 50
+  EXPECT_EQ(runner->StepLimitUs(2, 40'000), 30'000u);  // c: 30 of 40
+  EXPECT_EQ(runner->StepLimitUs(3, 7'000), 7'000u);    // the last step gets all that is left
+  const StepStats& b = runner->step_stats(1);
+  EXPECT_EQ(b.success.load(), 1u);
+  EXPECT_EQ(b.in_flight.load(), 0);
+  EXPECT_EQ(b.MeanNs(), 40'000'000u);
+}
+
+TEST(EnsembleRunTest, AStepTimeoutCapsItsLimit) {
+  auto plan = Diamond();
+  plan->steps[1].timeout_us = 5'000;
+  auto runner = EnsembleRunner::Create(plan, 1, [](std::unique_ptr<InferRequest>, InferCallback) {}, nullptr);
+  EXPECT_EQ(runner->StepLimitUs(1, 0), 5'000u);       // no deadline: the step's own
+  EXPECT_EQ(runner->StepLimitUs(1, 3'000), 3'000u);   // never past the request's deadline
+  EXPECT_EQ(runner->StepLimitUs(1, 90'000), 5'000u);
+}
+
+TEST(EnsembleRunTest, AStepThatAnswersPastItsOwnTimeLimitEndsTheRun) {
+  auto plan = Diamond();
+  plan->steps[0].timeout_us = 5'000;
+  Steps steps;
+  ManualClock clock;
+  std::optional<StatusOr<InferResponse>> answer;
+  RunEnsemble(plan, 1, Request(), steps.Dispatch(), &clock, [&](StatusOr<InferResponse> r) { answer = std::move(r); });
+  EXPECT_EQ(steps.calls[0].request->client_timeout_us, 5'000u);  // binds in the member's queue
+  clock.Advance(std::chrono::milliseconds(10));
+  steps.Answer(0, 1);
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(answer->status().message(), "ensemble 'E' step 1 (model 'a'): the step took longer than its time limit of 5000 us");
+  EXPECT_EQ(steps.calls.size(), 1u);
+}
+
+TEST(EnsembleRunTest, AStoppedRunnerRefusesRunsAndDrainWaitsForTheStartedOnes) {
+  Steps steps;
+  ManualClock clock;
+  int answers = 0;
+  auto runner = RunEnsemble(Diamond(), 1, Request(), steps.Dispatch(), &clock, [&](StatusOr<InferResponse>) { ++answers; });
+  std::thread drain([&] { runner->StopAndDrain(); });
+  while (!runner->stopped()) std::this_thread::yield();
+  auto request = Request();
+  InferCallback done = [](StatusOr<InferResponse>) {};
+  Status refused = runner->Run(request, done);
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+  EXPECT_NE(request, nullptr);  // still the caller's
+  EXPECT_EQ(runner->runs_in_flight(), 1);
+  steps.calls[0].done(Status::Internal("boom"));
+  drain.join();
+  EXPECT_EQ(answers, 1);
+  EXPECT_EQ(runner->runs_in_flight(), 0);
+}
+
+TEST(EnsemblePlanTest, StepTimeoutsAreReadFromTheEnsemblesParameters) {
+  std::string config = Chain() + R"( parameters { key: "step_timeout_ms" value { string_value: "net=30,post=5" } })";
+  auto plan = PlanEnsemble(Config(config), Lookup(Members()));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->steps[0].timeout_us, 0u);
+  EXPECT_EQ(plan->steps[1].timeout_us, 30'000u);
+  EXPECT_EQ(plan->steps[2].timeout_us, 5'000u);
+  EXPECT_NE(PlanError(Chain() + R"( parameters { key: "step_timeout_ms" value { string_value: "nope=3" } })")
+                .find("names model 'nope', which no step runs"),
+            std::string::npos);
+  EXPECT_NE(PlanError(Chain() + R"( parameters { key: "step_timeout_ms" value { string_value: "net=fast" } })")
+                .find("write model=milliseconds"),
+            std::string::npos);
 }
 
 TEST(EnsembleRunTest, StepsAnsweredInsideTheDispatchRunToTheEnd) {

@@ -164,6 +164,7 @@ void BurnExecutionCost(const ExecutionCost& cost, int64_t batch_size) {
 void RegisterBuiltinBackends(BackendRegistry* registry) {
   registry->Register(std::make_unique<IdentityBackend>());
   registry->Register(std::make_unique<AddSubBackend>());
+  registry->Register(MakeClassifyBackend());
 }
 
 }  // namespace inferd

@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
 
 namespace inferd {
 
+class Backend;
 class BackendRegistry;
 
 struct ExecutionCost {
@@ -25,5 +27,8 @@ StatusOr<ExecutionCost> ParseExecutionCost(const std::string& text);
 void BurnExecutionCost(const ExecutionCost& cost, int64_t batch_size);
 
 void RegisterBuiltinBackends(BackendRegistry* registry);
+
+// classify (builtin/classify_backend.cc): top-k classes, softmax, labels.
+std::unique_ptr<Backend> MakeClassifyBackend();
 
 }  // namespace inferd

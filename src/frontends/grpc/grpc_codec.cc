@@ -196,6 +196,13 @@ StatusOr<std::unique_ptr<InferRequest>> ParseModelInferRequest(
   }
   for (const auto& output : message->outputs()) {
     if (output.name().empty()) return Invalid("a requested output has no name");
+    if (auto classes = output.parameters().find("classification"); classes != output.parameters().end()) {
+      const int64_t count = classes->second.int64_param();
+      if (count <= 0 || count > std::numeric_limits<uint32_t>::max()) {
+        return Invalid("output '" + output.name() + "': classification must be an int64_param count above 0");
+      }
+      request->classifications.emplace_back(output.name(), static_cast<uint32_t>(count));
+    }
     request->requested_outputs.push_back(output.name());
   }
   return request;

@@ -194,6 +194,13 @@ Status ParseRequestedOutputs(const Value& root, InferRequest* request, OutputEnc
     if (auto binary = BoolParameter(output, "binary_data")) {
       (*binary ? encoding->binary_outputs : encoding->json_outputs).push_back(output_name);
     }
+    ASSIGN_OR_RETURN(std::optional<uint64_t> classes, UintParameter(output, "classification", "output '" + output_name + "'"));
+    if (classes) {
+      if (*classes == 0 || *classes > std::numeric_limits<uint32_t>::max()) {
+        return Invalid("output '" + output_name + "': classification must be a count of classes above 0");
+      }
+      request->classifications.emplace_back(output_name, static_cast<uint32_t>(*classes));
+    }
     request->requested_outputs.push_back(std::move(output_name));
   }
   return Status::Ok();

@@ -90,6 +90,41 @@ std::string ModelMetadataJson(const ModelView& model, const std::vector<int64_t>
   return Done(buffer);
 }
 
+namespace {
+
+// inferd's addition to an ensemble's statistics: per step, where its requests' time went, so a
+// user sees which stage is the bottleneck.
+void WriteEnsembleSteps(JsonWriter& w, const std::vector<EnsembleStepView>& steps) {
+  w.Key("ensemble_steps");
+  w.StartArray();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const EnsembleStepView& step = steps[i];
+    w.StartObject();
+    w.Key("step");
+    w.Uint64(i + 1);
+    w.Key("model_name");
+    Str(w, step.model_name);
+    w.Key("model_version");
+    Str(w, step.model_version == 0 ? std::string("-1") : std::to_string(step.model_version));
+    w.Key("in_flight");
+    w.Int64(step.in_flight);
+    w.Key("success_count");
+    w.Uint64(step.success);
+    w.Key("fail_count");
+    w.Uint64(step.fail);
+    w.Key("queue_ns");
+    w.Uint64(step.queue_ns);
+    w.Key("compute_ns");
+    w.Uint64(step.compute_ns);
+    w.Key("total_ns");
+    w.Uint64(step.total_ns);
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
 std::string ModelStatsJson(const std::vector<ModelView>& models) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
@@ -118,6 +153,7 @@ std::string ModelStatsJson(const std::vector<ModelView>& models) {
     WriteDuration(w, "compute_infer", stats.compute_infer);
     WriteDuration(w, "compute_output", stats.compute_output);
     w.EndObject();
+    if (model.is_ensemble()) WriteEnsembleSteps(w, model.EnsembleSteps());
     w.EndObject();
   }
   w.EndArray();

@@ -1,0 +1,113 @@
+#include "common/classification.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+
+namespace inferd {
+
+namespace {
+
+template <typename T>
+void ReadValues(const Tensor& tensor, std::vector<double>* values) {
+  for (T value : tensor.values<T>()) values->push_back(static_cast<double>(value));
+}
+
+StatusOr<std::vector<double>> AsDoubles(const Tensor& tensor) {
+  std::vector<double> values;
+  switch (tensor.dtype) {
+    case DataType::kFp32: ReadValues<float>(tensor, &values); break;
+    case DataType::kFp64: ReadValues<double>(tensor, &values); break;
+    case DataType::kInt8: ReadValues<int8_t>(tensor, &values); break;
+    case DataType::kInt16: ReadValues<int16_t>(tensor, &values); break;
+    case DataType::kInt32: ReadValues<int32_t>(tensor, &values); break;
+    case DataType::kInt64: ReadValues<int64_t>(tensor, &values); break;
+    case DataType::kUint8: ReadValues<uint8_t>(tensor, &values); break;
+    case DataType::kUint16: ReadValues<uint16_t>(tensor, &values); break;
+    case DataType::kUint32: ReadValues<uint32_t>(tensor, &values); break;
+    case DataType::kUint64: ReadValues<uint64_t>(tensor, &values); break;
+    case DataType::kFp16:
+      for (uint16_t half : tensor.values<uint16_t>()) values.push_back(HalfToFloat(half));
+      break;
+    default:
+      return Status::InvalidArgument("output '" + tensor.name + "' is " + std::string(DataTypeName(tensor.dtype)) +
+                                     ": only numeric outputs can be classified");
+  }
+  return values;
+}
+
+std::string FormatValue(double value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return error == std::errc() ? std::string(text, end) : std::to_string(value);
+}
+
+}  // namespace
+
+StatusOr<std::vector<ClassScore>> TopClasses(const Tensor& scores, int64_t rows, size_t count) {
+  ASSIGN_OR_RETURN(std::vector<double> values, AsDoubles(scores));
+  if (rows <= 0 || values.size() % static_cast<size_t>(rows) != 0) {
+    return Status::InvalidArgument("output '" + scores.name + "' does not split into " + std::to_string(rows) + " rows");
+  }
+  const size_t classes = values.size() / static_cast<size_t>(rows);
+  const size_t keep = std::min(count, classes);
+  std::vector<ClassScore> best;
+  best.reserve(keep * static_cast<size_t>(rows));
+  std::vector<int64_t> order(classes);
+  for (int64_t row = 0; row < rows; ++row) {
+    const double* row_values = values.data() + static_cast<size_t>(row) * classes;
+    for (size_t i = 0; i < classes; ++i) order[i] = static_cast<int64_t>(i);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                      [row_values](int64_t a, int64_t b) {
+                        return row_values[a] > row_values[b] || (row_values[a] == row_values[b] && a < b);
+                      });
+    for (size_t i = 0; i < keep; ++i) best.push_back({row_values[order[i]], order[i]});
+  }
+  return best;
+}
+
+StatusOr<std::vector<std::string>> ReadLabelFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("label file " + path.string() + " cannot be read");
+  std::vector<std::string> labels;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    labels.push_back(std::move(line));
+  }
+  return labels;
+}
+
+Tensor BytesTensor(const std::string& name, Shape shape, const std::vector<std::string>& elements) {
+  size_t size = 0;
+  for (const std::string& element : elements) size += 4 + element.size();
+  MutableBuffer buffer = AllocateBuffer(size);
+  uint8_t* out = buffer.get();
+  for (const std::string& element : elements) {
+    const auto length = static_cast<uint32_t>(element.size());
+    const uint8_t prefix[4] = {static_cast<uint8_t>(length), static_cast<uint8_t>(length >> 8),
+                               static_cast<uint8_t>(length >> 16), static_cast<uint8_t>(length >> 24)};
+    std::memcpy(out, prefix, 4);
+    if (!element.empty()) std::memcpy(out + 4, element.data(), element.size());
+    out += 4 + element.size();
+  }
+  return {name, DataType::kBytes, std::move(shape), AliasData(buffer.memory, buffer.get()), size};
+}
+
+Tensor ClassificationTensor(const std::string& name, const std::vector<ClassScore>& classes, int64_t rows,
+                            bool batched, const std::vector<std::string>* labels) {
+  std::vector<std::string> elements;
+  elements.reserve(classes.size());
+  for (const ClassScore& scored : classes) {
+    std::string element = FormatValue(scored.value) + ":" + std::to_string(scored.index);
+    if (labels != nullptr && static_cast<size_t>(scored.index) < labels->size()) {
+      element += ":" + (*labels)[static_cast<size_t>(scored.index)];
+    }
+    elements.push_back(std::move(element));
+  }
+  const int64_t per_row = rows > 0 ? static_cast<int64_t>(classes.size()) / rows : 0;
+  Shape shape = batched ? Shape{rows, per_row} : Shape{per_row};
+  return BytesTensor(name, std::move(shape), elements);
+}
+
+}  // namespace inferd

@@ -1,0 +1,98 @@
+// Serves one loaded ensemble version (pipeline/ensemble_plan.h): runs requests through its steps.
+// Each step's request goes to its model through `dispatch`, the server's own door for requests,
+// so it queues, batches and counts with that model's direct traffic. A step starts as soon as the
+// steps it takes tensors from have answered, so independent steps run at once; nothing here waits
+// on a thread (a step's answer starts the steps behind it from the thread that answered), so a
+// request in its last step never holds up another request's first.
+//
+// Tensors move between steps by pointer: a step's request holds its producers' output buffers,
+// never a copy. A step that fails ends the run with its error, naming the step; steps not yet
+// started are not started.
+//
+// Deadlines: a request's deadline is its client deadline (gRPC), else its KServe `timeout`. Each
+// step is sent with a time limit (as its client deadline, which binds in the member's queue):
+//   - the step's own step_timeout_ms when the config sets one, capped by what is left;
+//   - else, once every step has answered at least once, a share of what is left proportional to
+//     the step's mean latency on the slowest path from it to the end:
+//       limit = left x mean(step) / max over paths from the step of the sum of their means;
+//   - else what is left.
+// A step that would start after the deadline is not run, and one that answers after it ends the
+// run: DEADLINE_EXCEEDED naming the step.
+//
+// Circuit breakers (pipeline/circuit_breaker.h): a step whose model's breaker is open fails at once
+// with UNAVAILABLE naming the breaker, or goes to the breaker's fallback model; its answers are
+// what the breaker counts.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/infer_request.h"
+#include "common/mutex.h"
+#include "pipeline/circuit_breaker.h"
+#include "pipeline/ensemble_plan.h"
+
+namespace inferd {
+
+// Sends a step's request to its model; `done` is called exactly once.
+using StepDispatch = std::function<void(std::unique_ptr<InferRequest> request, InferCallback done)>;
+
+// One step's traffic, as /stats shows it: which stage is the bottleneck. Times are those the
+// member's answers report (its queue and its compute), summed over successful answers.
+struct StepStats {
+  std::atomic<int64_t> in_flight{0};  // sent, not answered
+  std::atomic<uint64_t> success{0};
+  std::atomic<uint64_t> fail{0};
+  std::atomic<uint64_t> queue_ns{0};
+  std::atomic<uint64_t> compute_ns{0};
+  std::atomic<uint64_t> total_ns{0};  // sent to answered
+  // Mean sent-to-answered time of successful answers; 0 before the first.
+  uint64_t MeanNs() const;
+};
+
+class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
+ public:
+  static std::shared_ptr<EnsembleRunner> Create(std::shared_ptr<const EnsemblePlan> plan, int64_t version,
+                                                StepDispatch dispatch, const Clock* clock);
+
+  // Runs `request` (validated for the ensemble's config); `done` is called exactly once, with the
+  // ensemble's requested outputs (all of them when the request names none). Once stopped, returns
+  // UNAVAILABLE and leaves `request` and `done` with the caller.
+  Status Run(std::unique_ptr<InferRequest>& request, InferCallback& done);
+
+  // Takes no new runs, and waits until every run started has answered.
+  void StopAndDrain();
+  bool stopped() const { return stopped_.load(); }
+  int64_t runs_in_flight() const { return runs_in_flight_.load(); }
+
+  const EnsemblePlan& plan() const { return *plan_; }
+  const StepStats& step_stats(size_t step) const { return steps_[step]; }
+  // The time limit step `step` is sent with when `left_us` remains of the deadline (0: no
+  // deadline), by the rule above; 0: none.
+  uint64_t StepLimitUs(size_t step, uint64_t left_us) const;
+  // The breaker of a step's model; null when the config sets none.
+  const CircuitBreaker* breaker(size_t step) const { return breakers_[step].get(); }
+
+ private:
+  friend class EnsembleRun;
+  EnsembleRunner(std::shared_ptr<const EnsemblePlan> plan, int64_t version, StepDispatch dispatch, const Clock* clock);
+  void SendStep(size_t step, std::unique_ptr<InferRequest> request, InferCallback done);
+  void RunAnswered();
+
+  const std::shared_ptr<const EnsemblePlan> plan_;
+  const int64_t version_;
+  const StepDispatch dispatch_;
+  const Clock* const clock_;
+  std::unique_ptr<StepStats[]> steps_;
+  std::vector<std::shared_ptr<CircuitBreaker>> breakers_;  // per step; shared by steps of one model
+  std::atomic<bool> stopped_{false};
+  std::atomic<int64_t> runs_in_flight_{0};
+  Mutex drain_mu_;
+  CondVar drained_;
+};
+
+}  // namespace inferd
