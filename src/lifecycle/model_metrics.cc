@@ -30,6 +30,9 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
                     "End-to-end time of the first successful request after the load (absent until then).");
   registry->Declare("inferd_keep_warm_runs_total", Type::kCounter,
                     "Warmup samples run because the model was idle for keep_warm_interval_seconds.");
+  registry->Declare("inferd_circuit_breaker_state", Type::kGauge,
+                    "An ensemble step's circuit breaker: 0 closed, 1 open (failing fast or to its fallback), "
+                    "2 half-open (letting probes through).");
   registry->Declare("inferd_model_load_failures_total", Type::kCounter,
                     "Loads of a model (or of one of its versions) that failed; what served before keeps serving.");
 }

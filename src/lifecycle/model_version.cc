@@ -102,6 +102,18 @@ const std::vector<std::string>* ModelVersion::OutputLabels(std::string_view outp
   return it == output_labels_.end() ? nullptr : &it->second;
 }
 
+void ModelVersion::RegisterBreakerStates() {
+  for (size_t i = 0; i < ensemble_->plan().steps.size(); ++i) {
+    if (ensemble_->breaker(i) == nullptr) continue;
+    MetricLabels labels = ModelLabels(name(), version_);
+    labels.emplace_back("step", std::to_string(i + 1));
+    labels.emplace_back("step_model", ensemble_->plan().steps[i].model_name);
+    registry_->AddGaugeFunction("inferd_circuit_breaker_state", labels, [runner = ensemble_, i] {
+      return static_cast<double>(runner->breaker(i)->state());
+    });
+  }
+}
+
 size_t ModelVersion::QueueDepth() const {
   return ensemble_ ? static_cast<size_t>(ensemble_->runs_in_flight()) : scheduler_->QueueDepth();
 }
@@ -177,6 +189,7 @@ void ModelVersion::Start() {
   }
   registry_->AddGaugeFunction("inferd_queue_depth", ModelLabels(name(), version_),
                               [raw] { return static_cast<double>(raw->QueueDepth()); });
+  if (ensemble_) RegisterBreakerStates();
   load_seconds_ += Seconds(NanosBetween(start, SteadyClock::now()));
   metrics_.load_duration->Set(load_seconds_);
   metrics_.warmup_duration->Set(warmup_seconds_);

@@ -113,6 +113,8 @@ class ModelVersion {
                   uint64_t ticket, InferCallback& done);
   void OnExecution(const ExecutionReport& report);
   Status EnqueueEnsembleRun(ValidatedRequest&& validated, InferCallback done);
+  // inferd_circuit_breaker_state, one series per step that has a breaker.
+  void RegisterBreakerStates();
 
   const ModelConfig config_;
   const int64_t version_;

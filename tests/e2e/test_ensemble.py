@@ -249,3 +249,70 @@ def test_a_bad_request_to_an_ensemble_is_refused_before_any_step(tmp_path):
         assert body["model_stats"][0]["inference_stats"]["success"]["count"] == 1
     finally:
         server.kill()
+
+
+def test_a_breaker_opens_on_a_failing_step_fails_fast_and_closes_again(tmp_path):
+    guarded = chain(extra='parameters { key: "circuit_breaker.last" '
+                          'value: { string_value: "consecutive_failures=3,cool_down_seconds=1" } }')
+    server = start(tmp_path, {"first": add_sub(), "second": add_sub(), "last": IDENTITY, "chain": guarded},
+                   "--model-control-mode", "explicit", "--load-model", "chain")
+    try:
+        state = lambda: server.metric("inferd_circuit_breaker_state", model="chain", step="3", step_model="last")
+        assert state() == 0
+        assert requests.post(server.url + "/v2/repository/models/last/unload", timeout=60).status_code == 200
+        for _ in range(3):
+            failed = server.infer("chain", inputs([1, 2, 3, 4], [1, 2, 3, 4]))
+            assert failed.status_code == 503 and "unknown model 'last'" in failed.json()["error"], failed.text
+        fast = server.infer("chain", inputs([1, 2, 3, 4], [1, 2, 3, 4]))
+        assert fast.status_code == 503
+        assert "step 3 (model 'last'): the circuit breaker of model 'last' is open" in fast.json()["error"]
+        assert state() == 1
+        assert requests.post(server.url + "/v2/repository/models/last/load", timeout=60).status_code == 200
+        import time
+        time.sleep(1.2)  # the cool-down: the next request is a probe, and it succeeds
+        assert outputs_by_name(server.infer("chain", inputs([1, 2, 3, 4], [0, 0, 0, 0])))["TWICE_A"] == [2, 4, 6, 8]
+        assert state() == 0
+    finally:
+        server.kill()
+
+
+def test_classify_backend_and_the_classification_extension(tmp_path):
+    (tmp_path / "scores").mkdir()
+    (tmp_path / "scores" / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
+    scores = """
+        backend: "identity"
+        max_batch_size: 4
+        input [ { name: "IN", data_type: TYPE_FP32, dims: [ 4 ] } ]
+        output [ { name: "OUT", data_type: TYPE_FP32, dims: [ 4 ], label_filename: "labels.txt" } ]
+        """
+    (tmp_path / "top2").mkdir()
+    (tmp_path / "top2" / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
+    top2 = """
+        backend: "classify"
+        max_batch_size: 4
+        input [ { name: "SCORES", data_type: TYPE_FP32, dims: [ 4 ] } ]
+        output [ { name: "PROBS", data_type: TYPE_FP32, dims: [ 2 ] },
+                 { name: "INDEX", data_type: TYPE_INT64, dims: [ 2 ] },
+                 { name: "LABEL", data_type: TYPE_STRING, dims: [ 2 ] } ]
+        parameters { key: "softmax" value: { string_value: "true" } }
+        """
+    server = start(tmp_path, {"scores": scores, "top2": top2})
+    try:
+        row = [0.5, 3.0, 1.0, -2.0]
+        answer = server.infer("scores", [{"name": "IN", "shape": [1, 4], "datatype": "FP32", "data": row}],
+                              outputs=[{"name": "OUT", "parameters": {"classification": 2}}])
+        out = answer.json()["outputs"][0]
+        assert out["datatype"] == "BYTES" and out["shape"] == [1, 2], answer.text
+        assert out["data"] == ["3:1:dog", "1:2:bird"]
+        bad = server.infer("scores", [{"name": "IN", "shape": [1, 4], "datatype": "FP32", "data": row}],
+                           outputs=[{"name": "OUT", "parameters": {"classification": 0}}])
+        assert bad.status_code == 400 and "classification" in bad.json()["error"]
+        import numpy as np
+        probabilities = np.exp(np.array(row) - max(row))
+        probabilities /= probabilities.sum()
+        got = outputs_by_name(server.infer("top2", [{"name": "SCORES", "shape": [1, 4], "datatype": "FP32", "data": row}]))
+        assert got["INDEX"] == [1, 2] and got["LABEL"] == ["dog", "bird"]
+        assert np.allclose(got["PROBS"], probabilities[[1, 2]], atol=1e-6)
+        assert "classification" in requests.get(server.url + "/v2", timeout=5).json()["extensions"]
+    finally:
+        server.kill()
