@@ -22,7 +22,8 @@ using Classifications = std::vector<std::pair<std::string, uint32_t>>;
 // Triton's classification extension: the outputs asked for as classes must be numeric outputs
 // of the model.
 Status CheckClassifications(const ModelConfig& config, const Classifications& classifications) {
-  for (const auto& [output, count] : classifications) {
+  for (const auto& classification : classifications) {
+    const std::string& output = classification.first;  // named: clang 14 captures no structured binding
     auto declared = std::ranges::find_if(config.output(), [&](const auto& o) { return o.name() == output; });
     if (declared == config.output().end()) {
       return Status::InvalidArgument("model '" + config.name() + "' has no output '" + output + "' to classify");
