@@ -15,6 +15,7 @@ PACKAGES=(
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev
   libonnx-dev libdnnl-dev             # the runtime: ONNX protobuf classes, oneDNN
+  libturbojpeg0-dev libpng-dev        # image_preprocess: JPEG and PNG decoding
   # Debian's oneDNN is built with its OpenCL GPU runtime: its CMake config (find_package(dnnl))
   # looks for the OpenCL headers and loader and links DNNL::dnnl to OpenCL::OpenCL. libdnnl-dev
   # only *recommends* this package, and recommends are not installed here.
@@ -25,6 +26,7 @@ PACKAGES=(
   python3-grpcio                      # the gRPC end-to-end tests (stubs made by grpc_python_plugin)
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
   python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
+  python3-pil                         # the image pipeline's reference (tests/e2e/test_image_pipeline.py)
 )
 # Benchmarks only (`scripts/setup.sh --bench`): the load generators (wrk; h2load from
 # nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, and Node.js for ONNX

@@ -17,6 +17,21 @@ const Tensor* ExecutionBatch::FindInput(std::string_view name) const {
   return nullptr;
 }
 
+void RowFailures::Fail(int64_t row, Status status) { failed_.emplace_back(row, std::move(status)); }
+
+const Status* RowFailures::Find(int64_t first, int64_t rows) const {
+  for (const auto& [row, status] : failed_) {
+    if (row >= first && row < first + rows) return &status;
+  }
+  return nullptr;
+}
+
+Status ExecutionBatch::FailRow(int64_t row, Status status) const {
+  if (row_failures == nullptr) return status;
+  row_failures->Fail(row + row_offset, std::move(status));
+  return Status::Ok();
+}
+
 void BackendRegistry::Register(std::unique_ptr<Backend> backend) {
   std::string key(backend->name());
   backends_[key] = std::move(backend);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -22,13 +23,33 @@
 
 namespace inferd {
 
+// Rows of one execution that failed alone (one corrupt image among good ones): the server answers
+// the requests owning them with their error and the other requests with their outputs.
+class RowFailures {
+ public:
+  void Fail(int64_t row, Status status);
+  // The first failure among rows [first, first + rows), or nullptr.
+  const Status* Find(int64_t first, int64_t rows) const;
+  bool empty() const { return failed_.empty(); }
+
+ private:
+  std::vector<std::pair<int64_t, Status>> failed_;  // few: failures are rare
+};
+
 // One execution's inputs: each tensor holds every request of the batch, concatenated along dim 0
 // when the model batches (max_batch_size > 0), in the order of the config's inputs.
 struct ExecutionBatch {
   int64_t batch_size = 1;
   std::vector<Tensor> inputs;
+  // Set by the server when it can fail rows one by one; row r here is row r + row_offset there.
+  RowFailures* row_failures = nullptr;
+  int64_t row_offset = 0;
 
   const Tensor* FindInput(std::string_view name) const;
+  // A backend that finds one row bad calls this and, if it returns Ok, carries on with the other
+  // rows (leaving the bad row's outputs zero); if it returns the error (no collector: warmup, a
+  // direct caller), the backend fails the whole execution with it.
+  Status FailRow(int64_t row, Status status) const;
 };
 
 // What the server tells a backend about one instance it loads.

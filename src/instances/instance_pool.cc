@@ -65,6 +65,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
   Status status;
   int64_t prepared_shapes = 0;
   std::vector<std::vector<Tensor>> per_request;
+  RowFailures row_failures;
   auto execution = AssembleInputs(batch, batching_);
   timings.input_done = clock_->Now();
   timings.execution_batch_size = execution.ok() ? execution->batch_size : 0;
@@ -72,6 +73,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
     status = execution.status();
   } else {
     std::vector<Tensor> outputs;
+    execution->row_failures = &row_failures;
     const int64_t shapes_before = model->PreparedShapes();
     try {  // a backend's exception stops here, at the module boundary
       status = model->Execute(*execution, &outputs);
@@ -96,6 +98,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
                 NanosBetween(timings.exec_start, timings.output_done) / 1000,
                 status.ok() ? "ok" : status.message());
 
+  int64_t first_row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     PendingRequest& item = batch[i];
     RequestTimings mine = timings;
@@ -103,8 +106,12 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
     // Move the callback out so whatever it holds (a connection, say) is released as soon as it
     // has run, not when the batch is destroyed.
     CompletionFn done = std::move(item.done);
-    if (!status.ok()) {
-      done(status, mine);
+    // Without batching the execution is this one request, whatever its dim 0.
+    const int64_t rows = batching_ ? item.batch_size : INT64_MAX / 2;
+    const Status* row_failure = row_failures.empty() ? nullptr : row_failures.Find(first_row, rows);
+    first_row += item.batch_size;
+    if (!status.ok() || row_failure != nullptr) {
+      done(status.ok() ? *row_failure : status, mine);
       continue;
     }
     InferResponse response{model_name_, model_version_, item.request->id,

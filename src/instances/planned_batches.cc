@@ -21,6 +21,8 @@ size_t RowBytes(const Tensor& tensor) {
 ExecutionBatch SliceRows(const ExecutionBatch& batch, int64_t first, const BatchPart& part) {
   ExecutionBatch slice;
   slice.batch_size = part.planned;
+  slice.row_failures = batch.row_failures;
+  slice.row_offset = batch.row_offset + first;
   for (const Tensor& input : batch.inputs) {
     const size_t row = RowBytes(input);
     const uint8_t* begin = input.data.get() + static_cast<size_t>(first) * row;

@@ -165,6 +165,8 @@ void RegisterBuiltinBackends(BackendRegistry* registry) {
   registry->Register(std::make_unique<IdentityBackend>());
   registry->Register(std::make_unique<AddSubBackend>());
   registry->Register(MakeClassifyBackend());
+  registry->Register(MakeImagePreprocessBackend());
+  registry->Register(MakeTabularBackend());
 }
 
 }  // namespace inferd

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -30,5 +31,11 @@ void RegisterBuiltinBackends(BackendRegistry* registry);
 
 // classify (builtin/classify_backend.cc): top-k classes, softmax, labels.
 std::unique_ptr<Backend> MakeClassifyBackend();
+// image_preprocess (builtin/image_preprocess_backend.cc): JPEG/PNG bytes to an image tensor.
+std::unique_ptr<Backend> MakeImagePreprocessBackend();
+// tabular (builtin/tabular_backend.cc): feature concatenation, standardisation, id hashing.
+std::unique_ptr<Backend> MakeTabularBackend();
+// The bucket hash of `tabular` (FNV-1a, 64-bit), exposed for tests.
+uint64_t TabularIdHash(std::string_view text);
 
 }  // namespace inferd

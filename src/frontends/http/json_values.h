@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/bytes_elements.h"
 #include "common/tensor.h"
 
 namespace inferd {
@@ -29,20 +30,6 @@ bool StoreJsonScalar(const rapidjson::Value& value, DataType dtype, uint8_t* out
 
 // Writes elements [begin, end) of a fixed-size-type tensor as JSON scalars (no array around them).
 void WriteJsonElements(const Tensor& tensor, size_t begin, size_t end, JsonWriter& w);
-
-// Calls fn(element) for each element of a serialized BYTES tensor (4-byte length, then bytes).
-template <typename Fn>
-void ForEachBytesElement(const Tensor& tensor, Fn&& fn) {
-  size_t offset = 0;
-  while (offset + 4 <= tensor.byte_size) {
-    uint32_t length;
-    std::memcpy(&length, tensor.data.get() + offset, 4);
-    offset += 4;
-    length = static_cast<uint32_t>(std::min<size_t>(length, tensor.byte_size - offset));
-    fn(std::string_view(reinterpret_cast<const char*>(tensor.data.get() + offset), length));
-    offset += length;
-  }
-}
 
 std::string Base64Encode(std::string_view bytes);
 // nullopt when `text` is not valid base64 (standard alphabet, '=' padding optional).
