@@ -19,7 +19,7 @@ std::vector<EnsembleStepView> ModelView::EnsembleSteps() const {
   for (size_t i = 0; i < runner->plan().steps.size(); ++i) {
     const EnsembleStep& step = runner->plan().steps[i];
     const StepStats& stats = runner->step_stats(i);
-    steps.push_back({step.model_name, step.model_version, stats.in_flight.load(), stats.success.load(),
+    steps.push_back({step.model_name, step.model_version, stats.in_flight.load(), runner->StepCapacity(i), stats.success.load(),
                      stats.fail.load(), stats.queue_ns.load(), stats.compute_ns.load(), stats.total_ns.load()});
   }
   return steps;

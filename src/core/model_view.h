@@ -21,7 +21,8 @@ class ModelVersion;
 struct EnsembleStepView {
   std::string model_name;
   int64_t model_version = 0;  // 0: the newest
-  int64_t in_flight = 0;
+  int64_t in_flight = 0;  // the step's queue depth: this ensemble's requests there now
+  int64_t capacity = 0;   // the most it may hold now (EnsembleRunner::StepCapacity); 0: unbounded
   uint64_t success = 0, fail = 0;
   uint64_t queue_ns = 0, compute_ns = 0, total_ns = 0;
 };

@@ -134,29 +134,66 @@ Status CheckAcyclic(const EnsemblePlan& plan, const std::vector<std::set<size_t>
   return Status::Ok();
 }
 
-// parameters[step_timeout_ms]: "model=ms,model=ms"; every model named must be a step's.
-Status ApplyStepTimeouts(const ModelConfig& ensemble, EnsemblePlan* plan) {
-  const std::optional<std::string> text = ConfigParameter(ensemble, "step_timeout_ms");
+// parameters[key]: "model=N,model=N" with N a positive integer; every model named must be a step's.
+// `apply` sets N on each step that runs the model.
+Status ApplyPerModel(const ModelConfig& ensemble, const std::string& key, std::string_view example,
+                     EnsemblePlan* plan, const std::function<void(EnsembleStep&, int64_t)>& apply) {
+  const std::optional<std::string> text = ConfigParameter(ensemble, key);
   if (!text) return Status::Ok();
-  const std::string where = "ensemble '" + plan->name + "': parameters[step_timeout_ms] ";
+  const std::string where = "ensemble '" + plan->name + "': parameters[" + key + "] ";
   std::stringstream items(*text);
   std::string item;
   while (std::getline(items, item, ',')) {
     const size_t equals = item.find('=');
     const std::string model = item.substr(0, equals);
-    int64_t milliseconds = 0;
+    int64_t value = 0;
     const char* begin = equals == std::string::npos ? nullptr : item.data() + equals + 1;
     const char* end = item.data() + item.size();
-    if (begin == nullptr || std::from_chars(begin, end, milliseconds).ptr != end || milliseconds <= 0) {
-      return Invalid(where + "has '" + item + "'; write model=milliseconds, like \"classifier=50\"");
+    if (begin == nullptr || std::from_chars(begin, end, value).ptr != end || value <= 0) {
+      return Invalid(where + "has '" + item + "'; write model=N, like \"" + std::string(example) + "\"");
     }
     bool found = false;
     for (EnsembleStep& step : plan->steps) {
       if (step.model_name != model) continue;
-      step.timeout_us = static_cast<uint64_t>(milliseconds) * 1000;
+      apply(step, value);
       found = true;
     }
     if (!found) return Invalid(where + "names model '" + model + "', which no step runs");
+  }
+  return Status::Ok();
+}
+
+// Time limits (step_timeout_ms) and pipeline sizing (target_qps, step_queue_capacity).
+Status ApplyStepLimits(const ModelConfig& ensemble, const std::vector<ModelConfig>& member_configs, EnsemblePlan* plan) {
+  RETURN_IF_ERROR(ApplyPerModel(ensemble, "step_timeout_ms", "classifier=50", plan, [](EnsembleStep& step, int64_t ms) {
+    step.timeout_us = static_cast<uint64_t>(ms) * 1000;
+  }));
+  RETURN_IF_ERROR(ApplyPerModel(ensemble, "step_queue_capacity", "classifier=64", plan,
+                                [](EnsembleStep& step, int64_t n) { step.queue_capacity = n; }));
+  if (const std::optional<std::string> qps = ConfigParameter(ensemble, "target_qps")) {
+    double value = 0;
+    const char* end = qps->data() + qps->size();
+    if (std::from_chars(qps->data(), end, value).ptr != end || !(value > 0) || value > 1e9) {
+      return Invalid("ensemble '" + plan->name + "': parameters[target_qps] '" + *qps + "' is not a positive number");
+    }
+    plan->target_qps = value;
+  }
+  for (const auto& [key, field] : {std::pair{"max_runs_in_flight", &plan->max_runs_in_flight},
+                                   std::pair{"max_waiting_runs", &plan->max_waiting_runs}}) {
+    const std::optional<std::string> text = ConfigParameter(ensemble, key);
+    if (!text) continue;
+    int64_t value = 0;
+    const char* end = text->data() + text->size();
+    if (std::from_chars(text->data(), end, value).ptr != end || value < 1) {
+      return Invalid("ensemble '" + plan->name + "': parameters[" + key + "] '" + *text + "' is not a positive integer");
+    }
+    *field = value;
+  }
+  for (size_t i = 0; i < plan->steps.size(); ++i) {
+    const ModelConfig& member = member_configs[i];
+    int64_t instances = 0;
+    for (const auto& group : member.instance_group()) instances += std::max(1, group.count());
+    plan->steps[i].executing_capacity = std::max<int64_t>(1, instances) * std::max(1, member.max_batch_size());
   }
   return Status::Ok();
 }
@@ -277,7 +314,7 @@ StatusOr<EnsemblePlan> PlanEnsemble(const ModelConfig& ensemble, const MemberCon
     plan.outputs.push_back(output.name());
   }
   RETURN_IF_ERROR(CheckAcyclic(plan, waits_for));
-  RETURN_IF_ERROR(ApplyStepTimeouts(ensemble, &plan));
+  RETURN_IF_ERROR(ApplyStepLimits(ensemble, member_configs, &plan));
   RETURN_IF_ERROR(ApplyBreakers(ensemble, member_configs, members, &plan));
   return plan;
 }

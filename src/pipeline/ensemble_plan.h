@@ -16,6 +16,11 @@
 // from `parameters { key: "circuit_breaker.MODEL" value { string_value: "consecutive_failures=5,
 // cool_down_seconds=5,fallback=OTHER" } }` (pipeline/circuit_breaker.h); a fallback model must take
 // the step's inputs and give its outputs, with the same types and shapes.
+//
+// Pipeline sizing: `parameters { key: "target_qps" value { string_value: "500" } }` bounds each
+// step's queue by the seeds' rule (EnsembleStep::queue_capacity); `step_queue_capacity`
+// ("model=N,...") sets a step's queue capacity outright. Workers per step are its model's
+// instance_group count.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +49,13 @@ struct EnsembleStep {
   // The step's own time limit (the ensemble's parameters[step_timeout_ms]); 0: a share of what is
   // left of the request's deadline (pipeline/ensemble_runner.h says how much).
   uint64_t timeout_us = 0;
+  // Pipeline sizing: how many of this ensemble's requests the step holds at once is at most
+  // executing_capacity (what its model's instances execute at once: instances x max_batch_size)
+  // plus its queue capacity: queue_capacity when the config sets it (parameters
+  // [step_queue_capacity]), else, with parameters[target_qps], the seeds' rule mean processing
+  // time (ms) x target QPS / 1000 (pipeline/ensemble_runner.h); else unbounded.
+  int64_t queue_capacity = 0;
+  int64_t executing_capacity = 1;
   // The step's model's circuit breaker (parameters[circuit_breaker.MODEL]); steps that run the
   // same model share one.
   std::optional<BreakerPolicy> breaker;
@@ -53,6 +65,10 @@ struct EnsemblePlan {
   std::string name;
   std::vector<EnsembleStep> steps;  // in config order; the graph is acyclic
   std::vector<std::string> outputs;  // the ensemble's outputs, in config order
+  double target_qps = 0;             // parameters[target_qps]; 0: not given
+  // parameters[max_runs_in_flight] (0: no limit) and [max_waiting_runs]: pipeline/ensemble_runner.h.
+  int64_t max_runs_in_flight = 0;
+  int64_t max_waiting_runs = 1000;
 };
 
 // A member's config, as loaded now (`version` 0: its newest), or why there is none.

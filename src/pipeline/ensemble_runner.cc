@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -31,6 +33,8 @@ class EnsembleRun : public std::enable_shared_from_this<EnsembleRun> {
     std::vector<size_t> ready;
     {
       MutexLock lock(&mu_);
+      // Time spent waiting for a run slot (max_runs_in_flight) is the ensemble's own queue time.
+      queue_ns_ += static_cast<uint64_t>(std::max<int64_t>(0, NanosBetween(start_, runner_->clock_->Now())));
       for (const Tensor& input : request_->inputs) tensors_.emplace(input.name, input);
       for (size_t i = 0; i < plan_.steps.size(); ++i) {
         waiting_.push_back(plan_.steps[i].producers);
@@ -167,6 +171,7 @@ class EnsembleRun : public std::enable_shared_from_this<EnsembleRun> {
 
   void Answer(StatusOr<InferResponse> result) {
     done_(std::move(result));
+    runner_->ReleaseRunSlot();
     runner_->RunAnswered();
   }
 
@@ -203,7 +208,8 @@ EnsembleRunner::EnsembleRunner(std::shared_ptr<const EnsemblePlan> plan, int64_t
       dispatch_(std::move(dispatch)),
       clock_(clock),
       steps_(std::make_unique<StepStats[]>(plan_->steps.size())),
-      breakers_(plan_->steps.size()) {
+      breakers_(plan_->steps.size()),
+      free_run_slots_(plan_->max_runs_in_flight) {
   std::map<std::string, std::shared_ptr<CircuitBreaker>> by_model;
   for (size_t i = 0; i < plan_->steps.size(); ++i) {
     const EnsembleStep& step = plan_->steps[i];
@@ -221,9 +227,54 @@ Status EnsembleRunner::Run(std::unique_ptr<InferRequest>& request, InferCallback
     RunAnswered();
     return Status::Unavailable("ensemble '" + plan_->name + "' version " + std::to_string(version_) + " is unloading");
   }
-  auto run = std::make_shared<EnsembleRun>(shared_from_this(), std::move(request), std::move(done));
-  run->Start();
+  if (plan_->max_runs_in_flight == 0) {
+    std::make_shared<EnsembleRun>(shared_from_this(), std::move(request), std::move(done))->Start();
+    return Status::Ok();
+  }
+  std::shared_ptr<EnsembleRun> start_now;
+  {
+    MutexLock lock(&slots_mu_);
+    if (free_run_slots_ == 0 || !waiting_runs_.empty()) {
+      if (static_cast<int64_t>(waiting_runs_.size()) >= plan_->max_waiting_runs) {
+        lock.Unlock();
+        RunAnswered();
+        return Status::Unavailable(fmt::format(
+            "ensemble '{}' runs {} requests at once (parameters[max_runs_in_flight]) and {} more wait; try again later",
+            plan_->name, plan_->max_runs_in_flight, plan_->max_waiting_runs));
+      }
+      waiting_runs_.push_back(std::make_shared<EnsembleRun>(shared_from_this(), std::move(request), std::move(done)));
+      return Status::Ok();
+    }
+    --free_run_slots_;
+    start_now = std::make_shared<EnsembleRun>(shared_from_this(), std::move(request), std::move(done));
+  }
+  start_now->Start();
   return Status::Ok();
+}
+
+void EnsembleRunner::ReleaseRunSlot() {
+  if (plan_->max_runs_in_flight == 0) return;
+  {
+    MutexLock lock(&slots_mu_);
+    ++free_run_slots_;
+  }
+  // A run that answers inside Start (a step failing at once) releases its slot here again: the
+  // outermost call on the thread starts the waiting runs, so the stack does not grow with the queue.
+  static thread_local bool starting = false;
+  if (starting) return;
+  starting = true;
+  while (true) {
+    std::shared_ptr<EnsembleRun> next;
+    {
+      MutexLock lock(&slots_mu_);
+      if (free_run_slots_ == 0 || waiting_runs_.empty()) break;
+      --free_run_slots_;
+      next = std::move(waiting_runs_.front());
+      waiting_runs_.pop_front();
+    }
+    next->Start();
+  }
+  starting = false;
 }
 
 void EnsembleRunner::RunAnswered() {
@@ -259,7 +310,15 @@ void EnsembleRunner::SendStep(size_t step, std::unique_ptr<InferRequest> request
     };
   }
   StepStats& stats = steps_[step];
-  stats.in_flight.fetch_add(1, std::memory_order_relaxed);
+  const int64_t capacity = StepCapacity(step);
+  if (stats.in_flight.fetch_add(1, std::memory_order_relaxed) >= capacity && capacity > 0) {
+    stats.in_flight.fetch_sub(1, std::memory_order_relaxed);
+    stats.fail.fetch_add(1, std::memory_order_relaxed);
+    return done(Status::Unavailable(fmt::format(
+        "the step's queue is full: {} requests of this ensemble at model '{}' (its instances execute {} at once, "
+        "its queue holds {})", capacity, request->model_name, plan_->steps[step].executing_capacity,
+        capacity - plan_->steps[step].executing_capacity)));
+  }
   const TimePoint sent = clock_->Now();
   // `self`: the answer may come after the run, and the runner's owner, are gone.
   dispatch_(std::move(request), [self = shared_from_this(), &stats, sent, done = std::move(done)](StatusOr<InferResponse> result) {
@@ -275,6 +334,20 @@ void EnsembleRunner::SendStep(size_t step, std::unique_ptr<InferRequest> request
     }
     done(std::move(result));
   });
+}
+
+int64_t EnsembleRunner::StepCapacity(size_t step) const {
+  const EnsembleStep& planned = plan_->steps[step];
+  int64_t queue = planned.queue_capacity;
+  if (queue == 0) {
+    const StepStats& stats = steps_[step];
+    const uint64_t answered = stats.success.load(std::memory_order_relaxed);
+    if (plan_->target_qps <= 0 || answered == 0) return 0;
+    // The seeds' rule: mean processing time (ms) x target QPS / 1000, rounded up.
+    const double mean_ms = static_cast<double>(stats.compute_ns.load(std::memory_order_relaxed)) / answered / 1e6;
+    queue = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(mean_ms * plan_->target_qps / 1000.0)));
+  }
+  return planned.executing_capacity + queue;
 }
 
 uint64_t EnsembleRunner::StepLimitUs(size_t step, uint64_t left_us) const {

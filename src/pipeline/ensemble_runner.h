@@ -19,6 +19,15 @@
 // A step that would start after the deadline is not run, and one that answers after it ends the
 // run: DEADLINE_EXCEEDED naming the step.
 //
+// Queues (pipeline sizing): a step holds at most StepCapacity of this ensemble's requests; one
+// more fails at once with UNAVAILABLE naming the step, so overload sheds instead of queueing past
+// every deadline.
+//
+// Runs at once: with parameters[max_runs_in_flight] N, at most N requests run through the steps at
+// a time; later ones wait in arrival order (at most max_waiting_runs, default 1000, then
+// UNAVAILABLE), their wait counting against their deadline and as the ensemble's queue time. N = 1
+// is the synchronous pipeline: each request through every stage before the next starts.
+//
 // Circuit breakers (pipeline/circuit_breaker.h): a step whose model's breaker is open fails at once
 // with UNAVAILABLE naming the breaker, or goes to the breaker's fallback model; its answers are
 // what the breaker counts.
@@ -26,6 +35,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -37,6 +47,8 @@
 #include "pipeline/ensemble_plan.h"
 
 namespace inferd {
+
+class EnsembleRun;
 
 // Sends a step's request to its model; `done` is called exactly once.
 using StepDispatch = std::function<void(std::unique_ptr<InferRequest> request, InferCallback done)>;
@@ -74,6 +86,10 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   // The time limit step `step` is sent with when `left_us` remains of the deadline (0: no
   // deadline), by the rule above; 0: none.
   uint64_t StepLimitUs(size_t step, uint64_t left_us) const;
+  // How many of this ensemble's requests step `step` may hold (in its model's queue or executing)
+  // now; 0: unbounded. A step request beyond it fails with UNAVAILABLE (503), as a full queue does:
+  //   executing_capacity + (queue_capacity, or with target_qps: ceil(mean compute ms x QPS / 1000)).
+  int64_t StepCapacity(size_t step) const;
   // The breaker of a step's model; null when the config sets none.
   const CircuitBreaker* breaker(size_t step) const { return breakers_[step].get(); }
 
@@ -82,6 +98,8 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   EnsembleRunner(std::shared_ptr<const EnsemblePlan> plan, int64_t version, StepDispatch dispatch, const Clock* clock);
   void SendStep(size_t step, std::unique_ptr<InferRequest> request, InferCallback done);
   void RunAnswered();
+  // A run answered: its slot goes to the oldest waiting run (parameters[max_runs_in_flight]).
+  void ReleaseRunSlot();
 
   const std::shared_ptr<const EnsemblePlan> plan_;
   const int64_t version_;
@@ -91,6 +109,9 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   std::vector<std::shared_ptr<CircuitBreaker>> breakers_;  // per step; shared by steps of one model
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> runs_in_flight_{0};
+  Mutex slots_mu_;
+  int64_t free_run_slots_ GUARDED_BY(slots_mu_);
+  std::deque<std::shared_ptr<EnsembleRun>> waiting_runs_ GUARDED_BY(slots_mu_);
   Mutex drain_mu_;
   CondVar drained_;
 };

@@ -157,9 +157,10 @@ struct Steps {
     };
   }
   // Answers call `i` with one FP32 output per requested output, each the call's first input + `add`.
-  void Answer(size_t i, float add) {
+  void Answer(size_t i, float add, int64_t compute_ns = 0) {
     const InferRequest& request = *calls[i].request;
     InferResponse response;
+    response.compute_ns = compute_ns;
     for (const std::string& name : request.requested_outputs) {
       auto value = std::make_shared<float>(request.inputs[0].values<float>()[0] + add);
       response.outputs.push_back({name, DataType::kFp32, {1, 1}, AliasData(value, value.get()), 4});
@@ -350,7 +351,7 @@ TEST(EnsemblePlanTest, StepTimeoutsAreReadFromTheEnsemblesParameters) {
                 .find("names model 'nope', which no step runs"),
             std::string::npos);
   EXPECT_NE(PlanError(Chain() + R"( parameters { key: "step_timeout_ms" value { string_value: "net=fast" } })")
-                .find("write model=milliseconds"),
+                .find("write model=N"),
             std::string::npos);
 }
 
@@ -384,6 +385,117 @@ TEST(EnsembleRunTest, StepsAnsweredInsideTheDispatchRunToTheEnd) {
   });
   EXPECT_EQ(answers, 2);
   EXPECT_EQ(calls, 2);  // a, then b failed before c was sent
+}
+
+}  // namespace
+}  // namespace inferd
+
+namespace inferd {
+namespace {
+
+TEST(EnsemblePlanTest, PipelineSizingIsReadFromTheEnsemblesParameters) {
+  std::map<std::string, ModelConfig> members = Members();
+  members["net"].add_instance_group()->set_count(3);
+  auto plan = PlanEnsemble(Config(Chain() + R"( parameters [
+      { key: "target_qps" value { string_value: "250" } },
+      { key: "step_queue_capacity" value { string_value: "post=16" } } ])"),
+                           Lookup(members));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->target_qps, 250);
+  EXPECT_EQ(plan->steps[0].executing_capacity, 8);   // 1 instance x max_batch_size 8
+  EXPECT_EQ(plan->steps[1].executing_capacity, 24);  // 3 instances x 8
+  EXPECT_EQ(plan->steps[2].queue_capacity, 16);
+  EXPECT_EQ(plan->steps[0].queue_capacity, 0);  // the seeds' rule, once measured
+  EXPECT_NE(PlanError(Chain() + R"( parameters { key: "target_qps" value { string_value: "-5" } })")
+                .find("parameters[target_qps] '-5' is not a positive number"),
+            std::string::npos);
+  EXPECT_NE(PlanError(Chain() + R"( parameters { key: "step_queue_capacity" value { string_value: "net=0" } })")
+                .find("write model=N"),
+            std::string::npos);
+}
+
+TEST(EnsembleRunTest, AFullStepQueueFailsTheRunAtOnceNamingTheStep) {
+  auto plan = Diamond();
+  plan->steps[0].queue_capacity = 1;  // executing_capacity 1: step a holds 2 of this ensemble's requests
+  Steps steps;
+  ManualClock clock;
+  auto runner = EnsembleRunner::Create(plan, 1, steps.Dispatch(), &clock);
+  EXPECT_EQ(runner->StepCapacity(0), 2);
+  EXPECT_EQ(runner->StepCapacity(1), 0);  // no capacity set and no target_qps: unbounded
+  std::vector<std::optional<StatusOr<InferResponse>>> answers(3);
+  for (auto& answer : answers) {
+    auto request = Request();
+    InferCallback done = [&answer](StatusOr<InferResponse> r) { answer = std::move(r); };
+    ASSERT_TRUE(runner->Run(request, done).ok());
+  }
+  EXPECT_EQ(steps.calls.size(), 2u);  // the third never reached step a's model
+  ASSERT_TRUE(answers[2]);
+  EXPECT_EQ(answers[2]->status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(answers[2]->status().message().find("ensemble 'E' step 1 (model 'a'): the step's queue is full"),
+            std::string::npos)
+      << answers[2]->status().message();
+  EXPECT_FALSE(answers[0] || answers[1]);
+}
+
+TEST(EnsembleRunTest, WithATargetQpsTheQueueFollowsMeanProcessingTimeTimesQps) {
+  auto plan = Diamond();
+  plan->target_qps = 500;
+  plan->steps[0].executing_capacity = 4;
+  Steps steps;
+  ManualClock clock;
+  auto runner = RunEnsemble(plan, 1, Request(), steps.Dispatch(), &clock, [](StatusOr<InferResponse>) {});
+  EXPECT_EQ(runner->StepCapacity(0), 0);  // nothing measured: unbounded
+  steps.Answer(0, 1, /*compute_ns=*/10'000'000);
+  // 10 ms x 500 QPS / 1000 = 5 waiting, beside the 4 its instances execute.
+  EXPECT_EQ(runner->StepCapacity(0), 9);
+  steps.Answer(2, 1, 1'000'000);
+  EXPECT_EQ(runner->StepCapacity(2), 2);  // 1 ms x 500 / 1000 = 0.5, rounded up; executing 1
+}
+
+TEST(EnsembleRunTest, MaxRunsInFlightRunsRequestsOneAtATimeInArrivalOrder) {
+  auto plan = Diamond();
+  plan->max_runs_in_flight = 1;
+  plan->max_waiting_runs = 1;
+  Steps steps;
+  ManualClock clock;
+  auto runner = EnsembleRunner::Create(plan, 1, steps.Dispatch(), &clock);
+  std::vector<std::optional<StatusOr<InferResponse>>> answers(2);
+  for (auto& answer : answers) {
+    auto request = Request();
+    InferCallback done = [&answer](StatusOr<InferResponse> r) { answer = std::move(r); };
+    ASSERT_TRUE(runner->Run(request, done).ok());
+  }
+  auto third = Request();
+  InferCallback third_done = [](StatusOr<InferResponse>) { FAIL() << "a refused run is not answered"; };
+  Status refused = runner->Run(third, third_done);
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.message().find("parameters[max_runs_in_flight]"), std::string::npos) << refused.message();
+  EXPECT_NE(third, nullptr);  // left with the caller
+  EXPECT_EQ(steps.calls.size(), 1u);  // only the first run's step a: the second waits
+  EXPECT_EQ(runner->runs_in_flight(), 2);
+  clock.Advance(std::chrono::milliseconds(5));
+  steps.Answer(0, 1);
+  steps.Answer(1, 1);
+  steps.Answer(2, 1);
+  EXPECT_EQ(steps.calls.size(), 4u);
+  steps.Answer(3, 1);  // the first run answers: the second starts
+  ASSERT_TRUE(answers[0] && answers[0]->ok());
+  ASSERT_EQ(steps.calls.size(), 5u);
+  EXPECT_EQ(steps.calls[4].request->model_name, "a");
+  for (size_t i = 4; i < 8; ++i) steps.Answer(i, 1);
+  ASSERT_TRUE(answers[1] && answers[1]->ok());
+  EXPECT_EQ((*answers[1])->queue_ns, 5'000'000);  // it waited 5 ms for the slot
+  EXPECT_EQ(runner->runs_in_flight(), 0);
+}
+
+TEST(EnsemblePlanTest, MaxRunsInFlightIsAPositiveInteger) {
+  auto plan = PlanEnsemble(Config(Chain() + R"( parameters { key: "max_runs_in_flight" value { string_value: "2" } })"),
+                           Lookup(Members()));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->max_runs_in_flight, 2);
+  EXPECT_NE(PlanError(Chain() + R"( parameters { key: "max_runs_in_flight" value { string_value: "0" } })")
+                .find("not a positive integer"),
+            std::string::npos);
 }
 
 }  // namespace

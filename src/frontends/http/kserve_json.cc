@@ -108,6 +108,8 @@ void WriteEnsembleSteps(JsonWriter& w, const std::vector<EnsembleStepView>& step
     Str(w, step.model_version == 0 ? std::string("-1") : std::to_string(step.model_version));
     w.Key("in_flight");
     w.Int64(step.in_flight);
+    w.Key("capacity");
+    w.Int64(step.capacity);
     w.Key("success_count");
     w.Uint64(step.success);
     w.Key("fail_count");
