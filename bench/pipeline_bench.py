@@ -127,6 +127,8 @@ def ladder(rates, measure):
         print(f"  {rows[-1]}", file=sys.stderr, flush=True)
         if not sustained(rows[-1]):
             break
+    # An overloaded level leaves requests queued in the server: let them drain before what follows.
+    time.sleep(10)
     return rows
 
 
@@ -172,7 +174,7 @@ def inferd_bench(port, model, rate, seconds):
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     row = json.loads(out.stdout)[0]
-    return {"rate": rate, "throughput": row["infer_per_sec"], "p50": row["p50_ms"], "p99": row["p99_ms"],
+    return {"rate": rate, "throughput": row["throughput"], "p50": row["p50_ms"], "p99": row["p99_ms"],
             "errors": row["errors"], "queue_us": row["server_queue_us"], "compute_us": row["server_compute_us"]}
 
 
@@ -218,6 +220,119 @@ def run_recommender(args):
         server.stop()
 
 
+# --- the image pipeline --------------------------------------------------------------------------
+IMAGE_STEPS = """
+    platform: "ensemble"
+    max_batch_size: 8
+    input [ { name: "IMAGE", data_type: TYPE_STRING, dims: [ 1 ] } ]
+    output [ { name: "TOP_CLASSES", data_type: TYPE_INT64, dims: [ 5 ] } ]
+    ensemble_scheduling { step [
+      { model_name: "preprocess" model_version: -1
+        input_map { key: "IMAGE" value: "IMAGE" } output_map { key: "PIXELS" value: "pixels" } },
+      { model_name: "mobilenet" model_version: -1
+        input_map { key: "input" value: "pixels" } output_map { key: "output" value: "logits" } },
+      { model_name: "top5" model_version: -1
+        input_map { key: "SCORES" value: "logits" } output_map { key: "TOP_CLASSES" value: "TOP_CLASSES" } } ] }
+    """
+IMAGE_MODELS = {
+    "preprocess": """
+        backend: "image_preprocess"
+        max_batch_size: 8
+        input [ { name: "IMAGE", data_type: TYPE_STRING, dims: [ 1 ] } ]
+        output [ { name: "PIXELS", data_type: TYPE_FP32, dims: [ 3, 224, 224 ] } ]
+        dynamic_batching { max_queue_delay_microseconds: 2000 }
+        parameters [ { key: "shorter_side" value: { string_value: "256" } },
+                     { key: "mean" value: { string_value: "0.485,0.456,0.406" } },
+                     { key: "std" value: { string_value: "0.229,0.224,0.225" } } ]
+        """,
+    "mobilenet": """
+        platform: "onnxruntime_onnx"
+        max_batch_size: 8
+        input [ { name: "input", data_type: TYPE_FP32, dims: [ 3, 224, 224 ] } ]
+        output [ { name: "output", data_type: TYPE_FP32, dims: [ 1000 ] } ]
+        dynamic_batching { max_queue_delay_microseconds: 2000 }
+        parameters { key: "planned_batch_sizes" value: { string_value: "1,2,4,8" } }
+        """,
+    "top5": """
+        backend: "classify"
+        max_batch_size: 8
+        input [ { name: "SCORES", data_type: TYPE_FP32, dims: [ 1000 ] } ]
+        output [ { name: "TOP_CLASSES", data_type: TYPE_INT64, dims: [ 5 ] } ]
+        dynamic_batching { max_queue_delay_microseconds: 2000 }
+        """,
+    "image_pipelined": IMAGE_STEPS,
+    "image_one_at_a_time": IMAGE_STEPS + 'parameters { key: "max_runs_in_flight" value: { string_value: "1" } }',
+}
+
+
+def closed_loop(port, concurrency, seconds, send):
+    """`concurrency` clients, each sending its next request when the last one answered."""
+    latencies, errors, stop = [], [], time.perf_counter() + seconds
+    lock = threading.Lock()
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while time.perf_counter() < stop:
+            began = time.perf_counter()
+            try:
+                send(conn)
+            except Exception as error:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                with lock:
+                    errors.append(str(error))
+                continue
+            with lock:
+                latencies.append(time.perf_counter() - began)
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ms = np.array(latencies) * 1e3
+    return {"throughput": len(latencies) / (time.perf_counter() - start), "p50": float(np.percentile(ms, 50)),
+            "p99": float(np.percentile(ms, 99)), "errors": len(errors)}
+
+
+def run_image(args):
+    import textwrap
+    from PIL import Image
+    root = Path(tempfile.mkdtemp(prefix="inferd-image-pipeline-"))
+    subprocess.run([sys.executable, str(ROOT / "models" / "make_real_models.py"), str(root / "made"), "--only",
+                    "mobilenet_v3_large"], check=True, capture_output=True)
+    for name, config in IMAGE_MODELS.items():
+        (root / "repo" / name / "1").mkdir(parents=True)
+        (root / "repo" / name / "config.pbtxt").write_text(textwrap.dedent(config))
+    (root / "made" / "mobilenet_v3_large" / "model.onnx").rename(root / "repo" / "mobilenet" / "1" / "model.onnx")
+    rng = np.random.default_rng(5)
+    y, x = np.mgrid[0:375, 0:500]
+    pixels = np.stack([128 + 100 * np.sin(x / 17), 255 * x / 500, 255 * (y > 180)], -1) + rng.normal(0, 8, (375, 500, 3))
+    jpeg = io.BytesIO()
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(jpeg, format="JPEG", quality=90)
+    jpeg = jpeg.getvalue()
+    server = Inferd(root / "repo")
+    try:
+        for model in ("image_pipelined", "image_one_at_a_time"):
+            wait_ready(server, model)
+        print(f"CPU flags: {cpu_flags()}; a {len(jpeg)} byte 500x375 JPEG; {args.seconds} s per row; Python "
+              f"http.client clients, closed loop; inferd {INFERD}\n")
+        print("| concurrency | mode | req/s | p50 ms | p99 ms | errors |")
+        print("|---:|---|---:|---:|---:|---:|")
+        for concurrency in args.concurrency:
+            rows = {}
+            for model in ("image_one_at_a_time", "image_pipelined"):
+                send = lambda c, m=model: infer(c, m, {"IMAGE": [jpeg]})  # noqa: E731
+                closed_loop(server.port, concurrency, 2, send)  # warm up
+                rows[model] = closed_loop(server.port, concurrency, args.seconds, send)
+                r = rows[model]
+                print(f"| {concurrency} | {model.replace('image_', '').replace('_', ' ')} | {r['throughput']:.1f} | "
+                      f"{r['p50']:.1f} | {r['p99']:.1f} | {r['errors']} |", flush=True)
+            ratio = rows["image_pipelined"]["throughput"] / rows["image_one_at_a_time"]["throughput"]
+            print(f"| {concurrency} | **pipelined / one at a time** | **{ratio:.2f}x** | | | |", flush=True)
+    finally:
+        server.stop()
+
+
 def wait_ready(server, model, timeout=300):
     deadline = time.time() + timeout
     conn = http.client.HTTPConnection("127.0.0.1", server.port)
@@ -237,12 +352,17 @@ def main():
     rec = sub.add_parser("recommender")
     rec.add_argument("--seconds", type=float, default=10)
     rec.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
-                     default=[50, 100, 200, 300, 400, 500, 600, 700, 800, 1000, 1200])
+                     default=[100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200])
     rec.add_argument("--client-rates", type=lambda s: [float(x) for x in s.split(",")],
-                     default=[10, 20, 40, 60, 80, 100, 150, 200, 300, 400, 500, 600])
+                     default=[10, 20, 40, 60, 80, 100, 150, 200, 300, 400, 500, 600, 700, 800])
+    image = sub.add_parser("image")
+    image.add_argument("--seconds", type=float, default=10)
+    image.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16])
     args = parser.parse_args()
     if args.command == "recommender":
         run_recommender(args)
+    else:
+        run_image(args)
 
 
 if __name__ == "__main__":

@@ -316,3 +316,24 @@ def test_classify_backend_and_the_classification_extension(tmp_path):
         assert "classification" in requests.get(server.url + "/v2", timeout=5).json()["extensions"]
     finally:
         server.kill()
+
+
+def test_a_full_step_queue_sheds_with_503_naming_the_step_and_stats_show_its_capacity(tmp_path):
+    # second executes one request at a time for 100 ms; the ensemble lets it hold 8 (what its
+    # instance executes at once: max_batch_size 8) + 2 queued of its requests.
+    extra = 'parameters { key: "step_queue_capacity" value: { string_value: "second=2" } }'
+    server = start(tmp_path, {"first": add_sub(), "second": add_sub(cost_us=100_000, batching=False),
+                              "last": IDENTITY, "chain": chain(extra=extra)})
+    try:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda _: server.infer("chain", inputs([1, 2, 3, 4], [1, 1, 1, 1])), range(16)))
+        codes = sorted(answer.status_code for answer in answers)
+        assert codes.count(200) >= 10 and codes.count(503) >= 1 and set(codes) <= {200, 503}, codes
+        shed = [answer.json()["error"] for answer in answers if answer.status_code == 503]
+        assert all("step 2 (model 'second')" in error and "queue is full" in error for error in shed), shed
+        steps = server.stats("chain")[0]["ensemble_steps"]
+        assert [step["capacity"] for step in steps] == [0, 10, 0]
+        assert steps[1]["fail_count"] == len(shed) and steps[1]["in_flight"] == 0
+        assert server.infer("chain", inputs([1, 2, 3, 4], [1, 1, 1, 1])).status_code == 200
+    finally:
+        server.kill()
