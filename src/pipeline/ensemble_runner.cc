@@ -210,6 +210,18 @@ EnsembleRunner::EnsembleRunner(std::shared_ptr<const EnsemblePlan> plan, int64_t
       steps_(std::make_unique<StepStats[]>(plan_->steps.size())),
       breakers_(plan_->steps.size()),
       free_run_slots_(plan_->max_runs_in_flight) {
+  // Kahn's order (the plan is acyclic), reversed: every step after all of its consumers.
+  std::vector<size_t> pending(plan_->steps.size());
+  for (size_t i = 0; i < plan_->steps.size(); ++i) pending[i] = plan_->steps[i].producers;
+  for (size_t i = 0; i < plan_->steps.size(); ++i) {
+    if (pending[i] == 0) reverse_topological_.push_back(i);
+  }
+  for (size_t next = 0; next < reverse_topological_.size(); ++next) {
+    for (size_t consumer : plan_->steps[reverse_topological_[next]].consumers) {
+      if (--pending[consumer] == 0) reverse_topological_.push_back(consumer);
+    }
+  }
+  std::reverse(reverse_topological_.begin(), reverse_topological_.end());
   std::map<std::string, std::shared_ptr<CircuitBreaker>> by_model;
   for (size_t i = 0; i < plan_->steps.size(); ++i) {
     const EnsembleStep& step = plan_->steps[i];
@@ -354,21 +366,24 @@ uint64_t EnsembleRunner::StepLimitUs(size_t step, uint64_t left_us) const {
   const EnsembleStep& planned = plan_->steps[step];
   if (planned.timeout_us > 0) return left_us == 0 ? planned.timeout_us : std::min(planned.timeout_us, left_us);
   if (left_us == 0) return 0;
-  // The slowest path from `step` to the end, by mean latency; the graph is acyclic and small.
-  std::vector<uint64_t> tail(plan_->steps.size(), 0);
-  std::function<uint64_t(size_t)> slowest_path = [&](size_t from) -> uint64_t {
-    if (tail[from] != 0) return tail[from];
+  // The slowest path from `step` to the end, by mean latency. In reverse_topological_ (computed
+  // once) a step comes after its consumers, so one pass fills each tail from theirs. 0: a step on
+  // some path from it has not been measured yet.
+  thread_local std::vector<uint64_t> tail;  // reused: no allocation per step launch
+  tail.assign(plan_->steps.size(), 0);
+  for (size_t from : reverse_topological_) {
     const uint64_t mean = steps_[from].MeanNs();
-    if (mean == 0) return 0;  // not measured yet
+    if (mean == 0) continue;
     uint64_t after = 0;
+    bool measured = true;
     for (size_t consumer : plan_->steps[from].consumers) {
-      const uint64_t path = slowest_path(consumer);
-      if (path == 0) return 0;
-      after = std::max(after, path);
+      measured &= tail[consumer] != 0;
+      after = std::max(after, tail[consumer]);
     }
-    return tail[from] = mean + after;
-  };
-  const uint64_t path = slowest_path(step);
+    if (measured) tail[from] = mean + after;
+    if (from == step) break;
+  }
+  const uint64_t path = tail[step];
   if (path == 0) return left_us;
   const double share = static_cast<double>(steps_[step].MeanNs()) / static_cast<double>(path);
   return std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(left_us) * share));

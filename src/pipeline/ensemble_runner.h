@@ -107,6 +107,7 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   const Clock* const clock_;
   std::unique_ptr<StepStats[]> steps_;
   std::vector<std::shared_ptr<CircuitBreaker>> breakers_;  // per step; shared by steps of one model
+  std::vector<size_t> reverse_topological_;  // each step after every step that consumes its outputs
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> runs_in_flight_{0};
   Mutex slots_mu_;
