@@ -215,3 +215,38 @@ def test_bad_images_mid_stream_fail_alone_and_the_rest_are_unaffected(pipeline):
     # A batch of two images in one request: one bad image fails that request only.
     mixed = post(server, bytes_request("image_pipeline", [good, bad["truncated"]], outputs))
     assert mixed.status_code == 400 and "batch row 1" in mixed.json()["error"], mixed.text
+
+
+def test_images_over_grpc_and_a_bad_one_is_invalid_argument(pipeline, grpc_stubs):
+    import grpc
+    server, model = pipeline
+    jpeg = encode(photo(400, 300, 4), "JPEG", quality=80)
+    _, logits = reference(model, jpeg)
+    pb, services = grpc_stubs[0], grpc_stubs[1]
+    stub = services.GRPCInferenceServiceStub(grpc.insecure_channel(server.grpc_target))
+
+    def request(image):
+        message = pb.ModelInferRequest(model_name="image_pipeline")
+        message.inputs.add(name="IMAGE", datatype="BYTES", shape=[1, 1]).contents.bytes_contents.append(image)
+        for name in ("TOP_SCORES", "TOP_CLASSES", "TOP_LABELS"):
+            message.outputs.add(name=name)
+        return message
+    reply = stub.ModelInfer(request(jpeg), timeout=60)
+    raw = dict(zip([o.name for o in reply.outputs], reply.raw_output_contents))
+    typed = {o.name: o.contents for o in reply.outputs}
+    scores = list(typed["TOP_SCORES"].fp32_contents) or np.frombuffer(raw["TOP_SCORES"], np.float32).tolist()
+    classes = list(typed["TOP_CLASSES"].int64_contents) or np.frombuffer(raw["TOP_CLASSES"], np.int64).tolist()
+    if typed["TOP_LABELS"].bytes_contents:
+        labels = [label.decode() for label in typed["TOP_LABELS"].bytes_contents]
+    else:  # raw BYTES: 4-byte length, then the bytes, per element
+        blob, labels = raw["TOP_LABELS"], []
+        while blob:
+            length = int.from_bytes(blob[:4], "little")
+            labels.append(blob[4:4 + length].decode())
+            blob = blob[4 + length:]
+    check_top({"TOP_SCORES": {"data": scores}, "TOP_CLASSES": {"data": classes}, "TOP_LABELS": {"data": labels}},
+              logits)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.ModelInfer(request(jpeg[:100]), timeout=60)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "input 'IMAGE'" in error.value.details()
