@@ -269,24 +269,26 @@ void EnsembleRunner::ReleaseRunSlot() {
   {
     MutexLock lock(&slots_mu_);
     ++free_run_slots_;
+    // One thread at a time hands slots to waiting runs; another that frees a slot meanwhile (or a
+    // run answering inside the Start below) leaves it to that thread's loop, which sees the slot
+    // under this lock: the stack does not grow with the queue.
+    if (starting_waiting_runs_) return;
+    starting_waiting_runs_ = true;
   }
-  // A run that answers inside Start (a step failing at once) releases its slot here again: the
-  // outermost call on the thread starts the waiting runs, so the stack does not grow with the queue.
-  static thread_local bool starting = false;
-  if (starting) return;
-  starting = true;
   while (true) {
     std::shared_ptr<EnsembleRun> next;
     {
       MutexLock lock(&slots_mu_);
-      if (free_run_slots_ == 0 || waiting_runs_.empty()) break;
+      if (free_run_slots_ == 0 || waiting_runs_.empty()) {
+        starting_waiting_runs_ = false;
+        return;
+      }
       --free_run_slots_;
       next = std::move(waiting_runs_.front());
       waiting_runs_.pop_front();
     }
     next->Start();
   }
-  starting = false;
 }
 
 void EnsembleRunner::RunAnswered() {

@@ -113,6 +113,7 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   Mutex slots_mu_;
   int64_t free_run_slots_ GUARDED_BY(slots_mu_);
   std::deque<std::shared_ptr<EnsembleRun>> waiting_runs_ GUARDED_BY(slots_mu_);
+  bool starting_waiting_runs_ GUARDED_BY(slots_mu_) = false;  // a thread is in ReleaseRunSlot's loop
   Mutex drain_mu_;
   CondVar drained_;
 };

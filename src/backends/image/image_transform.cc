@@ -29,18 +29,14 @@ Taps TriangleTaps(int in_size, int out_size, int out_first, int out_count) {
     const double center = (out_first + i + 0.5) * scale;
     const int lo = std::max(static_cast<int>(center - support + 0.5), 0);
     const int hi = std::min(static_cast<int>(center + support + 0.5), in_size);
-    const int n = std::min(hi - lo, taps.stride);
+    const int n = std::max(0, std::min(hi - lo, taps.stride));
+    auto weight = [&](int k) { return std::max(0.0, 1.0 - std::abs((lo + k - center + 0.5) / filter_scale)); };
     double sum = 0;
-    std::vector<double> w(static_cast<size_t>(std::max(n, 0)));
-    for (int k = 0; k < n; ++k) {
-      const double x = (lo + k - center + 0.5) / filter_scale;
-      w[static_cast<size_t>(k)] = std::max(0.0, 1.0 - std::abs(x));
-      sum += w[static_cast<size_t>(k)];
-    }
+    for (int k = 0; k < n; ++k) sum += weight(k);
     taps.first[static_cast<size_t>(i)] = lo;
     taps.count[static_cast<size_t>(i)] = n;
     for (int k = 0; k < n; ++k) {
-      taps.weights[static_cast<size_t>(i * taps.stride + k)] = static_cast<float>(sum > 0 ? w[static_cast<size_t>(k)] / sum : 0);
+      taps.weights[static_cast<size_t>(i * taps.stride + k)] = static_cast<float>(sum > 0 ? weight(k) / sum : 0);
     }
   }
   return taps;
