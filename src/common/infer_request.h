@@ -7,7 +7,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/clock.h"
@@ -15,6 +17,32 @@
 #include "common/tensor.h"
 
 namespace inferd {
+
+// A request or response parameter that has no field of its own: KServe's `parameters` entries
+// (numbers, strings, bools). Routers read a request's (`param.NAME` conditions) and answer
+// `routed_to` and `tier` in a response's. Few per request: a vector, searched in order.
+struct InferParameter {
+  std::string name;
+  std::variant<int64_t, double, std::string, bool> value;
+};
+using InferParameters = std::vector<InferParameter>;
+// The parameter called `name`, or null.
+inline const InferParameter* FindParameter(const InferParameters& parameters, std::string_view name) {
+  for (const InferParameter& parameter : parameters) {
+    if (parameter.name == name) return &parameter;
+  }
+  return nullptr;
+}
+// Sets (or replaces) a parameter.
+inline void SetParameter(InferParameters& parameters, std::string name, decltype(InferParameter::value) value) {
+  for (InferParameter& parameter : parameters) {
+    if (parameter.name == name) {
+      parameter.value = std::move(value);
+      return;
+    }
+  }
+  parameters.push_back({std::move(name), std::move(value)});
+}
 
 struct InferRequest {
   std::string model_name;
@@ -31,7 +59,17 @@ struct InferRequest {
   // `timeout_us` it binds whatever the queue policy says: once it passes, the request leaves the
   // queue unexecuted with DEADLINE_EXCEEDED, since nobody is waiting for its answer. 0: none.
   uint64_t client_timeout_us = 0;
+  // Every other request parameter the client sent (not priority, timeout, binary_data_output).
+  InferParameters parameters;
 };
+
+// The request's time budget from its arrival: the tighter of its client deadline and its KServe
+// `timeout`; 0: none. Composite models (ensembles, routers) end their runs by it.
+inline uint64_t RequestBudgetUs(const InferRequest& request) {
+  const uint64_t client = request.client_timeout_us, queue = request.timeout_us;
+  if (client > 0 && queue > 0) return client < queue ? client : queue;
+  return client > queue ? client : queue;
+}
 
 struct InferResponse {
   std::string model_name;
@@ -42,6 +80,7 @@ struct InferResponse {
   // and executing (input, infer, output). An ensemble reports its steps' by them.
   int64_t queue_ns = 0;
   int64_t compute_ns = 0;
+  InferParameters parameters;  // e.g. a router's routed_to
 };
 
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;

@@ -5,6 +5,8 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -135,7 +137,7 @@ StatusOr<ModelConfig> ParseModelConfigText(const std::string& text, const std::s
 
 void NormalizeModelConfig(ModelConfig* config, const std::string& model_name) {
   if (config->name().empty()) config->set_name(model_name);
-  if (config->instance_group().empty() && !IsEnsemble(*config)) {  // an ensemble runs no instance
+  if (config->instance_group().empty() && !IsComposite(*config)) {  // an ensemble or router runs no instance
     auto* group = config->add_instance_group();
     group->set_count(1);
     group->set_kind(inference::ModelInstanceGroup::KIND_CPU);
@@ -373,6 +375,30 @@ StatusOr<bool> LoadsLazily(const ModelConfig& config) {
   return mode == "lazy";
 }
 
+StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOptionList(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> options;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    if (first == std::string::npos) continue;
+    item = item.substr(first, last - first + 1);
+    const size_t equals = item.find('=');
+    if (equals == std::string::npos) return Status::InvalidArgument("expected key=value, got '" + item + "'");
+    options.emplace_back(item.substr(0, equals), item.substr(equals + 1));
+  }
+  return options;
+}
+
+StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text) {
+  double number = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || number < 0 || !std::isfinite(number)) {
+    return Status::InvalidArgument("'" + what + "' needs a non-negative number, got '" + std::string(text) + "'");
+  }
+  return number;
+}
+
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback) {
   const std::optional<std::string> text = ConfigParameter(config, key);
   if (!text) return fallback;
@@ -443,6 +469,8 @@ int InstanceCount(const ModelConfig& config) {
   for (const auto& group : config.instance_group()) count += std::max(1, group.count());
   return std::max(1, count);
 }
+
+bool IsRouter(const ModelConfig& config) { return config.platform() == "router"; }
 
 bool IsEnsemble(const ModelConfig& config) {
   return config.platform() == "ensemble" || config.has_ensemble_scheduling();

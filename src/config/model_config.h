@@ -68,6 +68,12 @@ StatusOr<bool> LoadsLazily(const ModelConfig& config);
 // `fallback` when absent, an error when it is not a non-negative integer (checked at load).
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback);
 
+// A parameter value of the form "key=value,key=value" (circuit breakers, router pools), as pairs
+// in order; an error for an item without '='. Spaces around items are dropped.
+StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOptionList(const std::string& text);
+// A non-negative decimal number (an option's or parameter's value); the error names `what`.
+StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text);
+
 // The batch sizes a model that prepares itself per input shape (kernel tuning, memory planning)
 // gets ready for at load, largest first (instances/planned_batches.h). From
 //   parameters { key: "planned_batch_sizes" value: { string_value: "1,2,4,8" | "all" | "none" } }
@@ -85,5 +91,10 @@ int InstanceCount(const ModelConfig& config);
 // Triton's ensembles: platform "ensemble" (or an ensemble_scheduling section); no backend of their
 // own, their steps are other models (pipeline/ensemble_plan.h).
 bool IsEnsemble(const ModelConfig& config);
+// inferd's routers: platform "router"; no backend, their targets are other models or remote pools
+// (pipeline/router_plan.h).
+bool IsRouter(const ModelConfig& config);
+// A model that runs no instance of its own: an ensemble or a router.
+inline bool IsComposite(const ModelConfig& config) { return IsEnsemble(config) || IsRouter(config); }
 
 }  // namespace inferd

@@ -59,11 +59,13 @@ InferCallback Classifying(std::shared_ptr<ModelVersion> model, Classifications c
 InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
+      forecasts_(options_.forecast, options_.prediction_horizon_s),
       models_(std::make_unique<ModelManager>(
           ModelManager::Options{options_.repositories, options_.threads,
                                 [this](std::unique_ptr<InferRequest> request, InferCallback done) {
                                   DispatchStep(std::move(request), std::move(done));
-                                }},
+                                },
+                                MakeRouterServices()},
           backends_.get(), &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);
@@ -261,7 +263,45 @@ void InferenceServer::RunTicker() {
     lock.Unlock();
     rollouts_->Tick(std::chrono::steady_clock::now());
     KeepWarmIdleModels();
+    if (++ticks_ % 4 == 0) TickForecasts();
     lock.Lock();
+  }
+}
+
+RouterServices InferenceServer::MakeRouterServices() {
+  RouterServices services;
+  services.dispatch = [this](std::unique_ptr<InferRequest> request, InferCallback done) {
+    DispatchStep(std::move(request), std::move(done));
+  };
+  services.make_pool = options_.remote_pools;
+  services.queue_depth = [this](const std::string& model, int64_t version) -> std::optional<double> {
+    auto found = models_->Find(model, version);
+    if (!found.ok()) return std::nullopt;
+    return static_cast<double>((*found)->QueueDepth());
+  };
+  services.predicted_rps = [this](const std::string& model) { return forecasts_.Predicted(model); };
+  services.forecast = options_.forecast;
+  services.forecast_horizon_s = options_.prediction_horizon_s;
+  return services;
+}
+
+void InferenceServer::TickForecasts() {
+  // The ticker's wake-ups drift by a few milliseconds a second: the forecast's unit is "one tick".
+  std::map<std::string, uint64_t> totals;
+  for (const std::shared_ptr<ModelVersion>& model : models_->AllLoaded()) {
+    const ModelStats& stats = model->stats();
+    totals[model->name()] += stats.success.count.load(std::memory_order_relaxed) +
+                             stats.fail.count.load(std::memory_order_relaxed);
+    model->Tick();
+  }
+  const std::map<std::string, double, std::less<>> before = forecasts_.All();
+  forecasts_.Tick(totals);
+  const std::string horizon = std::to_string(forecasts_.horizon_s());
+  for (const auto& [model, predicted] : forecasts_.All()) {
+    metrics_.AddGauge("inferd_predicted_requests_per_second", {{"model", model}, {"horizon", horizon}})->Set(predicted);
+  }
+  for (const auto& [model, predicted] : before) {
+    if (!totals.contains(model)) metrics_.RemoveSeries({{"model", model}, {"horizon", horizon}});
   }
 }
 

@@ -23,6 +23,9 @@
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
 #include "metrics/metrics_registry.h"
+#include "pipeline/load_forecast.h"
+#include "pipeline/remote_pool.h"
+#include "pipeline/router_runner.h"
 
 namespace inferd {
 
@@ -52,6 +55,13 @@ struct ServerOptions {
   // Triton's --strict-readiness: the server is ready only when every model that should be loaded
   // is ready. Off: ready once it is up and not draining, whatever the models.
   bool strict_readiness = true;
+  // Routers' remote pools (pipeline/grpc_pool.h's MakeGrpcPool); null: a router with pools fails
+  // to load.
+  RemotePoolFactory remote_pools;
+  // Request-rate forecasts per model and router pool (pipeline/load_forecast.h):
+  // --prediction-horizon-secs, and with --prediction-period-secs Holt-Winters.
+  int64_t prediction_horizon_s = 10;
+  ForecastOptions forecast;
 };
 
 class InferenceServer {
@@ -128,6 +138,10 @@ class InferenceServer {
   // The ticker thread, 4 times a second: rollouts' guard rails, and keep-warm runs for idle models.
   void RunTicker();
   void KeepWarmIdleModels();
+  // Once a second: every model's request count into the forecasts, routers' own ticks.
+  void TickForecasts();
+  // The router services every router version gets (its door, pools, load facts).
+  RouterServices MakeRouterServices();
   void FinishRequest();
   // Queues a validated request at `model`, or at the version that replaced it in the instant
   // after routing; answers `done` with the error when neither takes it.
@@ -144,6 +158,7 @@ class InferenceServer {
   RealClock clock_;
   MetricsRegistry metrics_;
   std::unique_ptr<BackendRegistry> backends_;
+  ForecastBoard forecasts_;  // before models_: routers read it
   std::unique_ptr<ModelManager> models_;
   std::unique_ptr<RolloutController> rollouts_;
 
@@ -164,6 +179,7 @@ class InferenceServer {
   CondVar ticker_cv_;
   bool stop_ticker_ GUARDED_BY(ticker_mu_) = false;
   std::thread ticker_thread_;
+  uint64_t ticks_ = 0;  // the ticker thread's
 };
 
 }  // namespace inferd

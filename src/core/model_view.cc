@@ -25,4 +25,28 @@ std::vector<EnsembleStepView> ModelView::EnsembleSteps() const {
   return steps;
 }
 
+bool ModelView::is_router() const { return model_->router() != nullptr; }
+
+std::vector<RouterTargetView> ModelView::RouterTargets() const {
+  std::vector<RouterTargetView> targets;
+  const RouterRunner* runner = model_->router();
+  if (runner == nullptr) return targets;
+  for (size_t i = 0; i < runner->targets().size(); ++i) {
+    const RouterTargetStats& stats = runner->target_stats(i);
+    const CircuitBreaker* breaker = runner->breaker(i);
+    targets.push_back({DescribeTarget(runner->targets()[i]), stats.requests.load(), stats.errors.load(),
+                       stats.in_flight.load(), stats.recent_p99_ms.load(), stats.predicted_rps.load(),
+                       breaker ? std::string(BreakerStateName(breaker->state())) : "", runner->ChannelState(i)});
+  }
+  return targets;
+}
+
+std::vector<std::pair<std::string, uint64_t>> ModelView::RouterRuleMatches() const {
+  std::vector<std::pair<std::string, uint64_t>> matches;
+  const RouterRunner* runner = model_->router();
+  if (runner == nullptr) return matches;
+  for (size_t i = 0; i < runner->plan().rules.size(); ++i) matches.emplace_back(runner->plan().rules[i].name, runner->rule_matches(i));
+  return matches;
+}
+
 }  // namespace inferd

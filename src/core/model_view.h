@@ -27,6 +27,17 @@ struct EnsembleStepView {
   uint64_t queue_ns = 0, compute_ns = 0, total_ns = 0;
 };
 
+// One target of a router, as its statistics read now (pipeline/router_runner.h's RouterTargetStats).
+struct RouterTargetView {
+  std::string target;  // "model NAME[@V]" or "pool NAME"
+  uint64_t requests = 0, errors = 0;
+  int64_t in_flight = 0;
+  double recent_p99_ms = 0;
+  double predicted_rps = 0;       // pools: this router's requests there, forecast
+  std::string breaker;            // "closed" / "open" / "half-open"; "" without a breaker
+  std::string channel;            // pools: the gRPC channel's state
+};
+
 class ModelView {
  public:
   explicit ModelView(std::shared_ptr<const ModelVersion> model);
@@ -38,6 +49,10 @@ class ModelView {
   bool is_ensemble() const;
   // An ensemble's steps in config order (empty for other models).
   std::vector<EnsembleStepView> EnsembleSteps() const;
+  bool is_router() const;
+  // A router's targets, and how often each rule matched (empty for other models).
+  std::vector<RouterTargetView> RouterTargets() const;
+  std::vector<std::pair<std::string, uint64_t>> RouterRuleMatches() const;
 
  private:
   std::shared_ptr<const ModelVersion> model_;

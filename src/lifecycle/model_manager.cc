@@ -3,6 +3,7 @@
 #include "common/low_priority.h"
 #include "lifecycle/mirror.h"
 #include "pipeline/ensemble_plan.h"
+#include "pipeline/router_plan.h"
 
 #include <spdlog/spdlog.h>
 
@@ -75,11 +76,13 @@ void ModelManager::LoadMissingMembers(const std::string& name, std::vector<std::
   auto it = folders.find(name);
   if (it == folders.end()) return;
   const ModelSource source = ReadModelSource(name, it->second);
-  if (!source.status.ok() || !IsEnsemble(*source.config)) return;
+  if (!source.status.ok() || !IsComposite(*source.config)) return;
   chain.push_back(name);
-  for (const std::string& member : EnsembleMembers(*source.config)) {
+  const bool router = IsRouter(*source.config);
+  for (const std::string& member : router ? RouterMembers(*source.config) : EnsembleMembers(*source.config)) {
     if (std::ranges::find(chain, member) != chain.end() || Find(member, 0).ok()) continue;
-    spdlog::info("ensemble '{}': loading its step model '{}'", name, member);
+    spdlog::info("{} '{}': loading its {} '{}'", router ? "router" : "ensemble", name,
+                 router ? "target model" : "step model", member);
     (void)LoadFolders(member, {}, Retired::kLoadAgain, chain);  // a failure is the member's; the plan reports it
   }
 }
@@ -93,9 +96,10 @@ MemberConfigs ModelManager::LoadedConfigs() const {
   };
 }
 
-Status ModelManager::EnsembleReadiness(const ModelVersion& model) const {
-  if (model.ensemble() == nullptr) return Status::Ok();
-  return PlanEnsemble(model.config(), LoadedConfigs()).status();
+Status ModelManager::CompositeReadiness(const ModelVersion& model) const {
+  if (model.ensemble() != nullptr) return PlanEnsemble(model.config(), LoadedConfigs()).status();
+  if (model.router() != nullptr) return PlanRouter(model.config(), LoadedConfigs()).status();
+  return Status::Ok();
 }
 
 Status ModelManager::Load(const std::string& name, const LoadOverride& override) {
@@ -206,6 +210,13 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareEnsembleVersion(con
   return ModelVersion::PrepareEnsemble(config, version, std::move(plan), options_.step_dispatch, model_dir, context);
 }
 
+StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareRouterVersion(const ModelConfig& config,
+                                                                           std::shared_ptr<const RouterPlan> plan,
+                                                                           int64_t version) {
+  ModelVersion::LoadContext context{nullptr, metrics_, clock_, 1};
+  return ModelVersion::PrepareRouter(config, version, std::move(plan), options_.router_services, context);
+}
+
 namespace {
 
 // The config as it matters to a loaded version: the parameters that only steer traffic between
@@ -248,9 +259,9 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
   if (!source.status.ok()) return {source.status};
   prepared.config = *source.config;
   ModelConfig& config = prepared.config;
-  const bool ensemble = IsEnsemble(config);
+  const bool ensemble = IsEnsemble(config), router = IsRouter(config);
   Backend* backend = nullptr;
-  if (!ensemble) {
+  if (!ensemble && !router) {
     auto selected = backends_->Select(config);
     if (!selected.ok()) return {selected.status()};
     backend = *selected;
@@ -267,7 +278,7 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
     return {Status::NotFound("model '" + name + "': version_policy selects none of the versions on disk")};
   }
   // What config.pbtxt left out comes from the newest served version's model file.
-  Status completed = ensemble ? Status::Ok() : backend->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
+  Status completed = backend == nullptr ? Status::Ok() : backend->CompleteConfig(source.dir / std::to_string(versions.back()), &config);
   if (completed.ok()) completed = ValidateModelConfig(config, "model '" + name + "' (completed config)");
   if (completed.ok()) completed = CheckSplitVersions(config, versions, record->retired_versions);
   if (!completed.ok()) return {completed};
@@ -278,6 +289,12 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
     if (!planned.ok()) return {planned.status()};
     plan = std::make_shared<const EnsemblePlan>(std::move(planned).value());
   }
+  std::shared_ptr<const RouterPlan> router_plan;
+  if (router) {
+    auto planned = PlanRouter(config, LoadedConfigs());
+    if (!planned.ok()) return {planned.status()};
+    router_plan = std::make_shared<const RouterPlan>(std::move(planned).value());
+  }
   const std::string config_bytes = ServingConfigBytes(config);
   for (int64_t version : versions) {
     auto current = serving.find(version);
@@ -287,6 +304,7 @@ ModelManager::PreparedVersions ModelManager::PrepareVersions(const ModelSource& 
       continue;
     }
     auto model = ensemble ? PrepareEnsembleVersion(config, plan, source.dir, version)
+                 : router ? PrepareRouterVersion(config, router_plan, version)
                           : PrepareVersion(config, backend, source.dir, version);
     if (model.ok()) {
       prepared.versions[version] = *model;
@@ -596,7 +614,7 @@ std::vector<IndexEntry> ModelManager::EntriesLocked(std::string_view name, const
   if (auto serving = table.find(name); serving != table.end()) {
     for (const auto& [version, model] : serving->second) {
       const ModelVersion::Timings timings = model->timings();
-      const Status readiness = EnsembleReadiness(*model);
+      const Status readiness = CompositeReadiness(*model);
       entries.push_back({std::string(name), version, readiness.ok() ? ModelState::kReady : ModelState::kUnavailable,
                          readiness.message(), timings.load_seconds, timings.warmup_seconds,
                          timings.first_request_seconds});
@@ -639,7 +657,7 @@ ModelReadiness ModelManager::State(std::string_view name, int64_t version) const
   if (auto serving = table->find(name); serving != table->end()) {
     auto it = version == 0 ? std::prev(serving->second.end()) : serving->second.find(version);
     if (it != serving->second.end()) {
-      const Status readiness = EnsembleReadiness(*it->second);
+      const Status readiness = CompositeReadiness(*it->second);
       if (!readiness.ok()) return {ModelState::kUnavailable, readiness.message()};
       return {ModelState::kReady, ""};
     }
@@ -664,7 +682,7 @@ bool ModelManager::AllReady() const {
     if (!record.wanted) continue;
     const bool failed = !record.error.ok() || !record.failed_versions.empty();
     if (!table->contains(name) || (failed && !record.still_serving)) return false;
-    if (!EnsembleReadiness(*table->at(name).rbegin()->second).ok()) return false;
+    if (!CompositeReadiness(*table->at(name).rbegin()->second).ok()) return false;
   }
   return true;
 }

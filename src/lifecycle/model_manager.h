@@ -35,6 +35,9 @@ class ModelManager {
     int threads = 1;  // cores given to the process; divided among instances
     // Where ensembles send their steps' requests: the server's door (route, validate, queue).
     StepDispatch step_dispatch;
+    // What routers get of the server (their door, pools, load facts); metrics and clock are the
+    // manager's own.
+    RouterServices router_services;
     // Once SetLoadsAtIdlePriority(true): a load's work and the release of retired versions run
     // at SCHED_IDLE (common/low_priority.h), behind serving.
   };
@@ -134,14 +137,15 @@ class ModelManager {
   // `chain`: the ensembles whose loads led here, outermost first (their members load first).
   Status LoadFolders(const std::string& name, const std::set<int64_t>& changed_versions, Retired retired,
                      std::vector<std::string> chain = {});
-  // An ensemble's members load before it, each that is not loaded yet (Triton loads an ensemble's
-  // composing models with it). A member that is one of `chain` is left to the plan to refuse.
+  // An ensemble's members (a router's local targets) load before it, each that is not loaded yet
+  // (Triton loads an ensemble's composing models with it). A member that is one of `chain` is left
+  // to the plan to refuse.
   void LoadMissingMembers(const std::string& name, std::vector<std::string> chain);
   // The member configs an ensemble's plan is checked against: the loaded ones, now.
   MemberConfigs LoadedConfigs() const;
-  // Why an ensemble's version cannot serve now (a step's model is not loaded, or was reloaded with
-  // a config its step no longer fits), or OK; OK for every other model.
-  Status EnsembleReadiness(const ModelVersion& model) const;
+  // Why an ensemble's or router's version cannot serve now (a step's or target's model is not
+  // loaded, or was reloaded with a config it no longer fits), or OK; OK for every other model.
+  Status CompositeReadiness(const ModelVersion& model) const;
   // The caller holds ModelLock(source.name) (a dynamic lock the annotations cannot name).
   Status LoadSource(const ModelSource& source, const std::set<int64_t>& changed_versions, Retired retired)
       EXCLUDES(write_mu_);
@@ -166,6 +170,8 @@ class ModelManager {
   StatusOr<std::shared_ptr<ModelVersion>> PrepareEnsembleVersion(const ModelConfig& config,
                                                                  std::shared_ptr<const EnsemblePlan> plan,
                                                                  const std::filesystem::path& model_dir, int64_t version);
+  StatusOr<std::shared_ptr<ModelVersion>> PrepareRouterVersion(const ModelConfig& config,
+                                                               std::shared_ptr<const RouterPlan> plan, int64_t version);
   // Makes `table` the one requests see; returns the versions that left it, to be drained (by
   // DrainRetired, after write_mu_ is released: a drain waits for their requests).
   Retirees Publish(ServingTable table) REQUIRES(write_mu_);

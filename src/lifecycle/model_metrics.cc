@@ -31,14 +31,20 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_keep_warm_runs_total", Type::kCounter,
                     "Warmup samples run because the model was idle for keep_warm_interval_seconds.");
   registry->Declare("inferd_circuit_breaker_state", Type::kGauge,
-                    "An ensemble step's circuit breaker: 0 closed, 1 open (failing fast or to its fallback), "
-                    "2 half-open (letting probes through).");
+                    "An ensemble step's or a router target's circuit breaker: 0 closed, 1 open (failing fast or "
+                    "to its fallback), 2 half-open (letting probes through).");
+  registry->Declare("inferd_router_rule_matches_total", Type::kCounter,
+                    "Requests a router's rule (route.N, route.default) sent to its target.");
+  registry->Declare("inferd_router_target_requests_total", Type::kCounter,
+                    "Requests a router sent to one of its targets (a cascade's tiers count each).");
+  registry->Declare("inferd_router_target_errors_total", Type::kCounter, "A router's target's failed answers.");
+  registry->Declare("inferd_router_target_duration_seconds", Type::kHistogram,
+                    "A router's target's successful answers, sent to answered.");
+  registry->Declare("inferd_predicted_requests_per_second", Type::kGauge,
+                    "Forecast request rate `horizon` seconds ahead (Holt / Holt-Winters over per-second counts), "
+                    "per model, and per router pool.");
   registry->Declare("inferd_model_load_failures_total", Type::kCounter,
                     "Loads of a model (or of one of its versions) that failed; what served before keeps serving.");
-}
-
-MetricLabels ModelLabels(const std::string& model, int64_t version) {
-  return {{"model", model}, {"version", std::to_string(version)}};
 }
 
 ModelMetrics ModelMetrics::Bind(MetricsRegistry* registry, const std::string& model, int64_t version) {

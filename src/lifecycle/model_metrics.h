@@ -20,6 +20,5 @@ struct ModelMetrics {
   static ModelMetrics Bind(MetricsRegistry* registry, const std::string& model, int64_t version);
 };
 
-MetricLabels ModelLabels(const std::string& model, int64_t version);
 
 }  // namespace inferd

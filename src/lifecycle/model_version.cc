@@ -62,13 +62,14 @@ ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const Loa
       scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
 
 ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, std::shared_ptr<EnsembleRunner> ensemble,
-                           const LoadContext& context)
+                           std::shared_ptr<RouterRunner> router, const LoadContext& context)
     : config_(config),
       version_(version),
       clock_(context.clock),
       registry_(context.metrics),
       metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
-      ensemble_(std::move(ensemble)) {}
+      ensemble_(std::move(ensemble)),
+      router_(std::move(router)) {}
 
 namespace {
 
@@ -92,9 +93,28 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareEnsemble(const Mode
                                                                       const std::filesystem::path& model_dir,
                                                                       const LoadContext& context) {
   auto runner = EnsembleRunner::Create(std::move(plan), version, std::move(dispatch), context.clock);
-  std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, std::move(runner), context));
+  std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, std::move(runner), nullptr, context));
   RETURN_IF_ERROR(ReadOutputLabels(config, model_dir, &model->output_labels_));
   return model;
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareRouter(const ModelConfig& config, int64_t version,
+                                                                    std::shared_ptr<const RouterPlan> plan,
+                                                                    RouterServices services, const LoadContext& context) {
+  services.metrics = context.metrics;
+  services.clock = context.clock;
+  ASSIGN_OR_RETURN(std::shared_ptr<RouterRunner> runner, RouterRunner::Create(std::move(plan), version, std::move(services)));
+  return std::shared_ptr<ModelVersion>(new ModelVersion(config, version, nullptr, std::move(runner), context));
+}
+
+bool ModelVersion::stopped() const {
+  if (ensemble_) return ensemble_->stopped();
+  if (router_) return router_->stopped();
+  return scheduler_->IsShutDown();
+}
+
+void ModelVersion::Tick() {
+  if (router_) router_->Tick();
 }
 
 const std::vector<std::string>* ModelVersion::OutputLabels(std::string_view output) const {
@@ -115,7 +135,9 @@ void ModelVersion::RegisterBreakerStates() {
 }
 
 size_t ModelVersion::QueueDepth() const {
-  return ensemble_ ? static_cast<size_t>(ensemble_->runs_in_flight()) : scheduler_->QueueDepth();
+  if (ensemble_) return static_cast<size_t>(ensemble_->runs_in_flight());
+  if (router_) return static_cast<size_t>(router_->runs_in_flight());
+  return scheduler_->QueueDepth();
 }
 
 namespace {
@@ -180,7 +202,7 @@ void ModelVersion::Start() {
   const TimePoint start = SteadyClock::now();
   const int count = static_cast<int>(prepared_.size());
   ModelVersion* raw = this;
-  if (!ensemble_) {
+  if (!composite()) {
     instances_ = std::make_unique<InstancePool>(
         name(), version_, config_.max_batch_size() > 0, scheduler_.get(), std::move(prepared_),
         [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_);
@@ -194,7 +216,10 @@ void ModelVersion::Start() {
   metrics_.load_duration->Set(load_seconds_);
   metrics_.warmup_duration->Set(warmup_seconds_);
   last_activity_ns_.store(clock_->Now().time_since_epoch().count());
-  if (ensemble_) {
+  if (router_) {
+    spdlog::info("loaded router '{}' version {} ({} rules, {} targets)", name(), version_,
+                 router_->plan().rules.size(), router_->targets().size());
+  } else if (ensemble_) {
     spdlog::info("loaded ensemble '{}' version {} ({} steps)", name(), version_, ensemble_->plan().steps.size());
   } else {
     spdlog::info("loaded model '{}' version {} ({} instance(s))", name(), version_, count);
@@ -205,13 +230,14 @@ ModelVersion::~ModelVersion() { StopAndDrain(); }
 
 void ModelVersion::StopAndDrain() {
   if (ensemble_) return ensemble_->StopAndDrain();
+  if (router_) return router_->StopAndDrain();
   scheduler_->Shutdown();
   if (instances_) instances_->Join();
 }
 
 void ModelVersion::CancelQueued() {
   // An ensemble's steps wait in their own models' queues, which are cancelled with them.
-  if (!ensemble_) scheduler_->CancelQueued(Status::Cancelled("server is shutting down"));
+  if (!composite()) scheduler_->CancelQueued(Status::Cancelled("server is shutting down"));
 }
 
 ModelVersion::Timings ModelVersion::timings() const {
@@ -220,7 +246,7 @@ ModelVersion::Timings ModelVersion::timings() const {
 }
 
 Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
-  if (ensemble_) return Status::FailedPrecondition("ensemble '" + name() + "': keep-warm runs are its steps' own");
+  if (composite()) return Status::FailedPrecondition("model '" + name() + "': keep-warm runs are its steps' or targets' own");
   if (keep_warm_in_flight_.exchange(true)) return Status::Ok();
   last_activity_ns_.store(clock_->Now().time_since_epoch().count(), std::memory_order_relaxed);
   PendingRequest pending{
@@ -243,7 +269,7 @@ Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
 }
 
 Status ModelVersion::Enqueue(ValidatedRequest&& validated, InferCallback done) {
-  if (ensemble_) return EnqueueEnsembleRun(std::move(validated), std::move(done));
+  if (composite()) return EnqueueCompositeRun(std::move(validated), std::move(done));
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   PendingRequest pending{
@@ -268,7 +294,7 @@ Status ModelVersion::Enqueue(ValidatedRequest&& validated, InferCallback done) {
   return status;
 }
 
-Status ModelVersion::EnqueueEnsembleRun(ValidatedRequest&& validated, InferCallback done) {
+Status ModelVersion::EnqueueCompositeRun(ValidatedRequest&& validated, InferCallback done) {
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;
   const TimePoint start = clock_->Now();
@@ -283,7 +309,7 @@ Status ModelVersion::EnqueueEnsembleRun(ValidatedRequest&& validated, InferCallb
     OnComplete(std::move(result), timings, batch_size, ticket, done);
   };
   metrics_.inflight->Add(1);
-  Status status = ensemble_->Run(validated.request, run_done);
+  Status status = ensemble_ ? ensemble_->Run(validated.request, run_done) : router_->Run(validated.request, run_done);
   if (!status.ok()) {
     if (orderer_) orderer_->Withdraw(ticket);
     metrics_.inflight->Add(-1);
@@ -312,7 +338,7 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
       }
     }
     stats_.queue.Add(queue_ns);
-    if (!ensemble_) {
+    if (!composite()) {
       result->queue_ns = queue_ns;
       result->compute_ns = NanosBetween(timings.exec_start, timings.output_done);
     }

@@ -1,6 +1,7 @@
 // One loaded version of a model: its config, its scheduler, its instances, its stats and metrics.
 // An ensemble's version has neither scheduler nor instances: its requests run through an
-// EnsembleRunner (pipeline/ensemble_runner.h), whose steps queue at their own models.
+// EnsembleRunner (pipeline/ensemble_runner.h), whose steps queue at their own models; a router's
+// the same through a RouterRunner (pipeline/router_runner.h).
 // Load() is the expensive step (backend loads, warmup); the destructor stops taking requests,
 // lets the queue drain and the instances finish, then releases the models.
 // Its metric series are labelled by (model, version) and shared with a reload of the same version,
@@ -25,6 +26,7 @@
 #include "lifecycle/response_orderer.h"
 #include "metrics/latency_histogram.h"
 #include "pipeline/ensemble_runner.h"
+#include "pipeline/router_runner.h"
 #include "scheduler/scheduler.h"
 
 namespace inferd {
@@ -53,6 +55,11 @@ class ModelVersion {
                                                        std::shared_ptr<const EnsemblePlan> plan,
                                                        StepDispatch dispatch, const std::filesystem::path& model_dir,
                                                        const LoadContext& context);
+  // A router's version: its plan, validated against its local targets, and what it needs of the
+  // server (RouterServices, its door among them).
+  static StatusOr<std::shared_ptr<ModelVersion>> PrepareRouter(const ModelConfig& config, int64_t version,
+                                                               std::shared_ptr<const RouterPlan> plan,
+                                                               RouterServices services, const LoadContext& context);
   // Starts the instance threads, which inherit the calling thread's CPU priority: call it from a
   // thread of normal priority (the loads' work runs at idle priority, common/low_priority.h).
   void Start();
@@ -64,7 +71,7 @@ class ModelVersion {
   // counted), or, when the version was stopped, may queue it on the one that replaced it.
   Status Enqueue(ValidatedRequest&& validated, InferCallback done);
   // Takes no new requests: a reload or unload retired it (StopAndDrain).
-  bool stopped() const { return ensemble_ ? ensemble_->stopped() : scheduler_->IsShutDown(); }
+  bool stopped() const;
 
   // Queues a keep-warm run (keep_warm_interval_seconds): executed like a request, counted in
   // inferd_keep_warm_runs_total and not in the statistics. At most one is in flight.
@@ -101,18 +108,25 @@ class ModelVersion {
   size_t QueueDepth() const;
   // Set for an ensemble's version: its plan and per-step statistics.
   const EnsembleRunner* ensemble() const { return ensemble_.get(); }
+  // Set for a router's version: its plan and per-target statistics.
+  const RouterRunner* router() const { return router_.get(); }
+  // Once a second, from the server's ticker: a router's recent p99s and pools' forecasts.
+  void Tick();
   // The labels of an output whose config sets label_filename (read at load); null otherwise.
   const std::vector<std::string>* OutputLabels(std::string_view output) const;
 
  private:
   ModelVersion(const ModelConfig& config, int64_t version, const LoadContext& context);
+  // A composite version: an ensemble's or a router's (the other null).
   ModelVersion(const ModelConfig& config, int64_t version, std::shared_ptr<EnsembleRunner> ensemble,
-               const LoadContext& context);
+               std::shared_ptr<RouterRunner> router, const LoadContext& context);
+  bool composite() const { return ensemble_ || router_; }
 
   void OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings, int64_t batch_size,
                   uint64_t ticket, InferCallback& done);
   void OnExecution(const ExecutionReport& report);
-  Status EnqueueEnsembleRun(ValidatedRequest&& validated, InferCallback done);
+  // An ensemble's or a router's run: its timings are its steps' or its target's.
+  Status EnqueueCompositeRun(ValidatedRequest&& validated, InferCallback done);
   // inferd_circuit_breaker_state, one series per step that has a breaker.
   void RegisterBreakerStates();
 
@@ -134,6 +148,7 @@ class ModelVersion {
   std::vector<std::unique_ptr<Model>> prepared_;  // between Prepare and Start
   std::unique_ptr<InstancePool> instances_;
   std::shared_ptr<EnsembleRunner> ensemble_;  // an ensemble's (then no scheduler, no instances)
+  std::shared_ptr<RouterRunner> router_;      // a router's (then no scheduler, no instances)
   std::map<std::string, std::vector<std::string>, std::less<>> output_labels_;
 };
 

@@ -20,6 +20,11 @@ namespace inferd {
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
+// The labels of one model version's series: {model, version}. Removing them removes the version's.
+inline MetricLabels ModelLabels(const std::string& model, int64_t version) {
+  return {{"model", model}, {"version", std::to_string(version)}};
+}
+
 class Counter {
  public:
   void Increment(uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }

@@ -1,22 +1,12 @@
 #include "pipeline/circuit_breaker.h"
 
-#include <charconv>
-#include <sstream>
+#include "config/model_config.h"
 
 namespace inferd {
 
 namespace {
 
 Status Invalid(const std::string& message) { return Status::InvalidArgument("circuit breaker: " + message); }
-
-StatusOr<double> Number(const std::string& key, const std::string& value) {
-  double number = 0;
-  auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), number);
-  if (error != std::errc() || end != value.data() + value.size() || number < 0) {
-    return Invalid("'" + key + "=" + value + "' needs a non-negative number");
-  }
-  return number;
-}
 
 std::chrono::nanoseconds Seconds(double seconds) {
   return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
@@ -26,18 +16,17 @@ std::chrono::nanoseconds Seconds(double seconds) {
 
 StatusOr<BreakerPolicy> ParseBreakerPolicy(const std::string& text) {
   BreakerPolicy policy;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const size_t equals = item.find('=');
-    if (equals == std::string::npos) return Invalid("expected key=value, got '" + item + "'");
-    const std::string key = item.substr(0, equals), value = item.substr(equals + 1);
+  auto options = ParseOptionList(text);
+  if (!options.ok()) return Invalid(options.status().message());
+  for (const auto& [key, value] : *options) {
     if (key == "fallback") {
       if (value.empty()) return Invalid("fallback names no model");
       policy.fallback = value;
       continue;
     }
-    ASSIGN_OR_RETURN(const double number, Number(key, value));
+    auto parsed = ParseNonNegativeNumber(key, value);
+    if (!parsed.ok()) return Invalid(parsed.status().message());
+    const double number = *parsed;
     if (key == "consecutive_failures") {
       policy.consecutive_failures = static_cast<int64_t>(number);
     } else if (key == "error_rate") {

@@ -24,9 +24,7 @@ class EnsembleRun : public std::enable_shared_from_this<EnsembleRun> {
         request_(std::move(request)),
         done_(std::move(done)),
         start_(runner_->clock_->Now()) {
-    const uint64_t client = request_->client_timeout_us, queue = request_->timeout_us;
-    const uint64_t budget_us = client > 0 && queue > 0 ? std::min(client, queue) : std::max(client, queue);
-    if (budget_us > 0) deadline_ = start_ + Micros(budget_us);
+    if (const uint64_t budget_us = RequestBudgetUs(*request_); budget_us > 0) deadline_ = start_ + Micros(budget_us);
   }
 
   void Start() {

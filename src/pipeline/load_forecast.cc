@@ -68,4 +68,27 @@ double LoadForecaster::Forecast(int64_t horizon_s) const {
   return std::max(0.0, level_ + damped * trend_ + Season(horizon_s));
 }
 
+void ForecastBoard::Tick(const std::map<std::string, uint64_t>& totals) {
+  std::erase_if(streams_, [&](const auto& entry) { return !totals.contains(entry.first); });
+  auto predicted = std::make_shared<std::map<std::string, double, std::less<>>>();
+  for (const auto& [model, total] : totals) {
+    auto [it, fresh] = streams_.try_emplace(model, Stream{LoadForecaster(options_), total});
+    Stream& stream = it->second;
+    const uint64_t count = fresh || total < stream.last_total ? 0 : total - stream.last_total;
+    stream.last_total = total;
+    if (!fresh) stream.forecaster.AddSecond(static_cast<double>(count));
+    (*predicted)[model] = stream.forecaster.Forecast(horizon_s_);
+  }
+  predicted_.store(std::move(predicted));
+}
+
+std::optional<double> ForecastBoard::Predicted(std::string_view model) const {
+  const auto snapshot = predicted_.load();
+  auto it = snapshot->find(model);
+  if (it == snapshot->end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, double, std::less<>> ForecastBoard::All() const { return *predicted_.load(); }
+
 }  // namespace inferd

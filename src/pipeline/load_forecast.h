@@ -21,6 +21,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -70,6 +75,34 @@ class RequestRateCounter {
 
  private:
   std::atomic<uint64_t> count_{0};
+};
+
+// Forecasts of a server's models' request rates (what routers' predicted_rps(model M) and
+// inferd_predicted_requests_per_second read): fed once a second by one owner from each model's
+// requests so far, read from any thread (one atomic snapshot, no lock).
+class ForecastBoard {
+ public:
+  ForecastBoard(ForecastOptions options, int64_t horizon_s) : options_(options), horizon_s_(horizon_s) {}
+
+  // Once a second: each model's requests answered so far (summed over its versions). A model
+  // missing from `totals` is forgotten; a total below the last one (a version left) restarts the
+  // count from it.
+  void Tick(const std::map<std::string, uint64_t>& totals);
+  // The forecast horizon_s ahead; nullopt for a model not ticked yet.
+  std::optional<double> Predicted(std::string_view model) const;
+  std::map<std::string, double, std::less<>> All() const;
+  int64_t horizon_s() const { return horizon_s_; }
+
+ private:
+  struct Stream {
+    LoadForecaster forecaster;
+    uint64_t last_total = 0;
+  };
+  const ForecastOptions options_;
+  const int64_t horizon_s_;
+  std::map<std::string, Stream> streams_;  // the ticking thread's
+  std::atomic<std::shared_ptr<const std::map<std::string, double, std::less<>>>> predicted_{
+      std::make_shared<const std::map<std::string, double, std::less<>>>()};
 };
 
 }  // namespace inferd

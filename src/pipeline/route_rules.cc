@@ -23,6 +23,7 @@ struct RouteCondition {
 
 std::string DescribeTarget(const RouteTarget& target) {
   if (target.kind == RouteTarget::Kind::kPool) return "pool " + target.name;
+  if (target.kind == RouteTarget::Kind::kCascade) return "cascade";
   return "model " + target.name + (target.version > 0 ? "@" + std::to_string(target.version) : "");
 }
 
@@ -51,9 +52,17 @@ class Parser {
       ASSIGN_OR_RETURN(rule.condition, Or());
       if (!Accept("->")) return Error("expected '->' and a target after the condition");
     }
-    ASSIGN_OR_RETURN(rule.target, Target());
+    ASSIGN_OR_RETURN(rule.target, Target(/*allow_cascade=*/true));
     if (Peek().kind != Token::Kind::kEnd) return Error("unexpected text after the target");
     return rule;
+  }
+
+  // A target alone (a cascade's tier, a pool's fallback): `model NAME[@V]` or `pool NAME`.
+  StatusOr<RouteTarget> TargetOnly() {
+    RETURN_IF_ERROR(Tokenize());
+    ASSIGN_OR_RETURN(RouteTarget target, Target(/*allow_cascade=*/false));
+    if (Peek().kind != Token::Kind::kEnd) return Error("unexpected text after the target");
+    return target;
   }
 
  private:
@@ -249,8 +258,12 @@ class Parser {
     return Take().text;
   }
 
-  StatusOr<RouteTarget> Target() {
+  StatusOr<RouteTarget> Target(bool allow_cascade = false) {
     RouteTarget target;
+    if (allow_cascade && Accept("cascade")) {
+      target.kind = RouteTarget::Kind::kCascade;
+      return target;
+    }
     if (Accept("model")) {
       ASSIGN_OR_RETURN(target.name, Word("a model name"));
       if (Accept("@")) {
@@ -266,7 +279,8 @@ class Parser {
       ASSIGN_OR_RETURN(target.name, Word("a pool name"));
       return target;
     }
-    return Error("expected a target: 'model NAME[@VERSION]' or 'pool NAME'");
+    return Error(allow_cascade ? "expected a target: 'model NAME[@VERSION]', 'pool NAME' or 'cascade'"
+                               : "expected a target: 'model NAME[@VERSION]' or 'pool NAME'");
   }
 
   const std::string name_;
@@ -342,10 +356,29 @@ void CollectTargets(const RouteCondition& node, std::vector<RouteTarget>* out) {
   for (const auto& child : node.children) CollectTargets(*child, out);
 }
 
+bool ReadsComplexityNode(const RouteCondition& node) {
+  for (const auto* operand : {&node.left, &node.right}) {
+    if (node.kind == RouteCondition::Kind::kCompare && !operand->constant &&
+        operand->term.kind == RouteTermKind::kComplexity) {
+      return true;
+    }
+  }
+  for (const auto& child : node.children) {
+    if (ReadsComplexityNode(*child)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool ReadsComplexity(const RouteRule& rule) { return rule.condition && ReadsComplexityNode(*rule.condition); }
 
 StatusOr<RouteRule> ParseRouteRule(const std::string& name, const std::string& text, bool is_default) {
   return Parser(name, text).Rule(is_default);
+}
+
+StatusOr<RouteTarget> ParseRouteTarget(const std::string& name, const std::string& text) {
+  return Parser(name, text).TargetOnly();
 }
 
 bool RuleMatches(const RouteRule& rule, const RouteFacts& facts) {

@@ -20,7 +20,8 @@
 //   p99_ms(TARGET)              its recent p99 latency
 //   predicted_rps(TARGET)       its forecast request rate (pipeline/load_forecast.h)
 //   complexity                  the request's complexity score, in [0, 1]
-// where a TARGET is `model NAME[@VERSION]` or `pool NAME`. Any error names the rule.
+// where a TARGET is `model NAME[@VERSION]` or `pool NAME`; a rule's own target may also be
+// `cascade` (the router's cascade.tiers, pipeline/router_plan.h). Any error names the rule.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,7 @@
 namespace inferd {
 
 struct RouteTarget {
-  enum class Kind { kModel, kPool };
+  enum class Kind { kModel, kPool, kCascade };  // kCascade: the router's cascade (a rule's target only)
   Kind kind = Kind::kModel;
   std::string name;
   int64_t version = 0;  // models only; 0: the newest
@@ -71,9 +72,13 @@ struct RouteRule {
 
 // Parses one rule's text; `name` goes into every error.
 StatusOr<RouteRule> ParseRouteRule(const std::string& name, const std::string& text, bool is_default);
+// One target alone (a cascade tier): `model NAME[@VERSION]` or `pool NAME`.
+StatusOr<RouteTarget> ParseRouteTarget(const std::string& name, const std::string& text);
 bool RuleMatches(const RouteRule& rule, const RouteFacts& facts);
 
 // Every target a condition reads a metric of (to check they exist at load).
 std::vector<RouteTarget> TargetsRead(const RouteRule& rule);
+// Whether a condition reads `complexity` (so the router computes it).
+bool ReadsComplexity(const RouteRule& rule);
 
 }  // namespace inferd

@@ -11,6 +11,7 @@
 #include "core/inference_server.h"
 #include "frontends/grpc/grpc_server.h"
 #include "frontends/http/http_server.h"
+#include "pipeline/grpc_pool.h"
 #include "frontends/http/kserve_routes.h"
 #include "frontends/http/tfserving_routes.h"
 
@@ -157,6 +158,18 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
                    "On SIGTERM, how long to wait for in-flight requests before exiting")
       ->capture_default_str()
       ->envname("INFERD_EXIT_TIMEOUT_SECS");
+  command
+      ->add_option("--prediction-horizon-secs", flags->prediction_horizon_secs,
+                   "How far ahead each model's and router pool's request rate is forecast "
+                   "(inferd_predicted_requests_per_second, routers' predicted_rps)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600))
+      ->envname("INFERD_PREDICTION_HORIZON_SECS");
+  command
+      ->add_option("--prediction-period-secs", flags->prediction_period_secs,
+                   "0: forecast with Holt's linear trend; else Holt-Winters with this seasonal period")
+      ->capture_default_str()
+      ->envname("INFERD_PREDICTION_PERIOD_SECS");
   command->add_flag("--log-verbose", flags->log_verbose, "Log debug detail")->envname("INFERD_LOG_VERBOSE");
 }
 
@@ -183,6 +196,13 @@ int RunServe(const ServeFlags& flags) {
   options.loads_at_idle_priority = flags.model_load_priority == "idle";
   options.startup_models = flags.load_models;
   options.strict_readiness = flags.strict_readiness;
+  options.remote_pools = MakeGrpcPool;
+  options.prediction_horizon_s = flags.prediction_horizon_secs;
+  options.forecast.period_s = flags.prediction_period_secs;
+  if (Status valid = ValidateForecastOptions(options.forecast); !valid.ok()) {
+    spdlog::critical("--prediction-period-secs: {}", valid.message());
+    return 1;
+  }
   options.threads =
       flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 

@@ -37,6 +37,8 @@ struct ServeFlags {
   int grpc_http2_min_recv_ping_interval_ms = 300'000;
   int grpc_http2_max_ping_strikes = 2;
   int exit_timeout_secs = 30;
+  int prediction_horizon_secs = 10;
+  int prediction_period_secs = 0;
   bool log_verbose = false;
 };
 

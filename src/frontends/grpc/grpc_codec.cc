@@ -2,7 +2,10 @@
 
 #include <cmath>
 
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
+#include <variant>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -12,10 +15,10 @@
 namespace inferd {
 namespace {
 
-using inference::InferParameter;
+using ProtoParameter = inference::InferParameter;
 using inference::InferTensorContents;
 using inference::ModelInferRequest;
-using ParameterMap = google::protobuf::Map<std::string, InferParameter>;
+using ParameterMap = google::protobuf::Map<std::string, ProtoParameter>;
 
 Status Invalid(const std::string& message) { return Status::InvalidArgument(message); }
 
@@ -24,12 +27,56 @@ Status Invalid(const std::string& message) { return Status::InvalidArgument(mess
 StatusOr<std::optional<uint64_t>> UnsignedParameter(const ParameterMap& parameters, const std::string& key) {
   auto it = parameters.find(key);
   if (it == parameters.end()) return std::optional<uint64_t>();
-  const InferParameter& value = it->second;
-  if (value.parameter_choice_case() == InferParameter::kUint64Param)
+  const ProtoParameter& value = it->second;
+  if (value.parameter_choice_case() == ProtoParameter::kUint64Param)
     return std::optional<uint64_t>(value.uint64_param());
-  if (value.parameter_choice_case() == InferParameter::kInt64Param && value.int64_param() >= 0)
+  if (value.parameter_choice_case() == ProtoParameter::kInt64Param && value.int64_param() >= 0)
     return std::optional<uint64_t>(static_cast<uint64_t>(value.int64_param()));
   return Invalid("request: parameter '" + key + "' must be a non-negative int64_param or uint64_param");
+}
+
+// The entries not in `known` (those the request has fields for) as InferParameters. A uint64
+// beyond int64 is kept as a double.
+Status ReadOtherParameters(const ParameterMap& parameters, std::initializer_list<std::string_view> known,
+                           InferParameters* out) {
+  for (const auto& [name, value] : parameters) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    switch (value.parameter_choice_case()) {
+      case ProtoParameter::kBoolParam: out->push_back({name, value.bool_param()}); break;
+      case ProtoParameter::kInt64Param: out->push_back({name, value.int64_param()}); break;
+      case ProtoParameter::kUint64Param:
+        if (std::in_range<int64_t>(value.uint64_param())) {
+          out->push_back({name, static_cast<int64_t>(value.uint64_param())});
+        } else {
+          out->push_back({name, static_cast<double>(value.uint64_param())});
+        }
+        break;
+      case ProtoParameter::kDoubleParam: out->push_back({name, value.double_param()}); break;
+      case ProtoParameter::kStringParam: out->push_back({name, value.string_param()}); break;
+      default: return Invalid("parameter '" + name + "' has no value");
+    }
+  }
+  return Status::Ok();
+}
+
+void WriteParameters(const InferParameters& parameters, ParameterMap* out) {
+  for (const InferParameter& parameter : parameters) {
+    ProtoParameter& value = (*out)[parameter.name];
+    std::visit(
+        [&value](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            value.set_string_param(v);
+          } else if constexpr (std::is_same_v<T, bool>) {
+            value.set_bool_param(v);
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            value.set_int64_param(v);
+          } else {
+            value.set_double_param(v);
+          }
+        },
+        parameter.value);
+  }
 }
 
 Status ParseRequestParameters(const ParameterMap& parameters, InferRequest* request) {
@@ -40,7 +87,7 @@ Status ParseRequestParameters(const ParameterMap& parameters, InferRequest* requ
   }
   ASSIGN_OR_RETURN(std::optional<uint64_t> timeout, UnsignedParameter(parameters, "timeout"));
   if (timeout) request->timeout_us = *timeout;
-  return Status::Ok();
+  return ReadOtherParameters(parameters, {"priority", "timeout"}, &request->parameters);
 }
 
 // Copies typed `values` into a fresh buffer of `Element`s, refusing values the element type cannot
@@ -212,6 +259,7 @@ void EncodeModelInferResponse(const InferResponse& response, inference::ModelInf
   out->set_model_name(response.model_name);
   out->set_model_version(std::to_string(response.model_version));
   out->set_id(response.id);
+  if (!response.parameters.empty()) WriteParameters(response.parameters, out->mutable_parameters());
   for (const Tensor& tensor : response.outputs) {
     auto* output = out->add_outputs();
     output->set_name(tensor.name);
@@ -229,6 +277,7 @@ void EncodeModelInferRequest(const InferRequest& request, inference::ModelInferR
   out->set_id(request.id);
   if (request.priority > 0) (*out->mutable_parameters())["priority"].set_uint64_param(request.priority);
   if (request.timeout_us > 0) (*out->mutable_parameters())["timeout"].set_uint64_param(request.timeout_us);
+  WriteParameters(request.parameters, out->mutable_parameters());
   for (const Tensor& tensor : request.inputs) {
     auto* input = out->add_inputs();
     input->set_name(tensor.name);
@@ -248,6 +297,7 @@ StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference:
     ASSIGN_OR_RETURN(response.model_version, ParseModelVersion(message->model_version()));
   }
   response.id = message->id();
+  RETURN_IF_ERROR(ReadOtherParameters(message->parameters(), {}, &response.parameters));
   const bool raw = !message->raw_output_contents().empty();
   if (raw && message->raw_output_contents_size() != message->outputs_size())
     return Invalid("the response has " + std::to_string(message->raw_output_contents_size()) +

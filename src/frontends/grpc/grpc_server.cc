@@ -13,6 +13,7 @@
 #include "frontends/grpc/grpc_codec.h"
 #include "frontends/grpc/grpc_status.h"
 #include "frontends/grpc/stream_infer_call.h"
+#include "frontends/grpc/health_watch_call.h"
 #include "grpc_service.grpc.pb.h"
 #include "health.grpc.pb.h"
 #include "lifecycle.grpc.pb.h"
@@ -232,21 +233,13 @@ class GrpcServer::Handlers {
                               [finish = std::move(finish)](Status status) { finish(Error(status)); });
   }
 
-  // grpc.health.v1: "" is the server as a whole (InferenceServer::IsReady); a model name is that
-  // model's newest version. An unknown name is NOT_FOUND, as the health protocol specifies.
+  // grpc.health.v1 Check (HealthOf says what is reported); an unknown name is NOT_FOUND, as the
+  // health protocol specifies.
   grpc::Status HealthCheck(const grpc::health::v1::HealthCheckRequest& request,
                            grpc::health::v1::HealthCheckResponse* response) {
-    using grpc::health::v1::HealthCheckResponse;
-    bool serving = false;
-    if (request.service().empty()) {
-      serving = server_->IsReady();
-    } else {
-      const ModelState state = server_->ModelStateOf(request.service(), 0).state;
-      if (state == ModelState::kUnknown)
-        return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + request.service() + "'");
-      serving = state == ModelState::kReady && !server_->draining();
-    }
-    response->set_status(serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING);
+    const auto status = HealthOf(*server_, request.service());
+    if (!status) return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown service '" + request.service() + "'");
+    response->set_status(*status);
     return grpc::Status::OK;
   }
 
@@ -419,8 +412,10 @@ Status GrpcServer::Start() {
   }
   AddRoutes();
   for (auto& route : routes_) route->OfferAll();
-  for (size_t i = 0; i < queues_->size(); ++i)
+  for (size_t i = 0; i < queues_->size(); ++i) {
     StreamInferCall::Offer(server_, &services_->inference, queues_.get(), i);
+    HealthWatchCall::Offer(server_, &services_->health, queues_.get(), i);
+  }
   queues_->Start();
   return Status::Ok();
 }

@@ -169,7 +169,50 @@ StatusOr<Tensor> ParseInput(const Value& input, BinaryCursor& cursor, size_t jso
   return tensor;
 }
 
+// A `parameters` object's entries as InferParameters, leaving out the keys `known` (those the
+// request has fields for). Objects and arrays are refused: KServe parameters are scalars.
+Status ReadParameters(const Value& owner, std::initializer_list<std::string_view> known, InferParameters* out) {
+  auto params = owner.FindMember("parameters");
+  if (params == owner.MemberEnd() || !params->value.IsObject()) return Status::Ok();
+  for (const auto& member : params->value.GetObject()) {
+    const std::string_view name(member.name.GetString(), member.name.GetStringLength());
+    if (std::ranges::find(known, name) != known.end()) continue;
+    const Value& value = member.value;
+    if (value.IsString()) {
+      out->push_back({std::string(name), std::string(value.GetString(), value.GetStringLength())});
+    } else if (value.IsBool()) {
+      out->push_back({std::string(name), value.GetBool()});
+    } else if (value.IsInt64()) {
+      out->push_back({std::string(name), value.GetInt64()});
+    } else if (value.IsNumber()) {
+      out->push_back({std::string(name), value.GetDouble()});
+    } else {
+      return Invalid("parameter '" + std::string(name) + "' must be a number, a string or a bool");
+    }
+  }
+  return Status::Ok();
+}
+
+void WriteParameterValue(const InferParameter& parameter, JsonWriter& w) {
+  w.Key(parameter.name.c_str(), static_cast<rapidjson::SizeType>(parameter.name.size()));
+  std::visit(
+      [&w](const auto& value) {
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          w.String(value.c_str(), static_cast<rapidjson::SizeType>(value.size()));
+        } else if constexpr (std::is_same_v<T, bool>) {
+          w.Bool(value);
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          w.Int64(value);
+        } else {
+          w.Double(value);
+        }
+      },
+      parameter.value);
+}
+
 Status ParseRequestParameters(const Value& root, InferRequest* request, OutputEncoding* encoding) {
+  RETURN_IF_ERROR(ReadParameters(root, {"priority", "timeout", "binary_data_output"}, &request->parameters));
   ASSIGN_OR_RETURN(std::optional<uint64_t> priority, UintParameter(root, "priority", "request"));
   if (priority) {
     if (*priority > std::numeric_limits<uint32_t>::max()) return Invalid("request: priority is too large");
@@ -329,6 +372,12 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputE
     w.Key("id");
     w.String(response.id.c_str(), static_cast<rapidjson::SizeType>(response.id.size()));
   }
+  if (!response.parameters.empty()) {
+    w.Key("parameters");
+    w.StartObject();
+    for (const InferParameter& parameter : response.parameters) WriteParameterValue(parameter, w);
+    w.EndObject();
+  }
   w.Key("outputs");
   w.StartArray();
   std::vector<const Tensor*> binary;
@@ -367,6 +416,7 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
   }
   w.Key("binary_data_output");
   w.Bool(binary);
+  for (const InferParameter& parameter : request.parameters) WriteParameterValue(parameter, w);
   w.EndObject();
   w.Key("inputs");
   w.StartArray();
@@ -439,6 +489,7 @@ StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> bo
   if (auto version = doc.FindMember("model_version"); version != doc.MemberEnd() && version->value.IsString())
     response.model_version = std::strtoll(version->value.GetString(), nullptr, 10);
   if (auto id = doc.FindMember("id"); id != doc.MemberEnd() && id->value.IsString()) response.id = id->value.GetString();
+  RETURN_IF_ERROR(ReadParameters(doc, {}, &response.parameters));
   auto outputs = doc.FindMember("outputs");
   if (outputs == doc.MemberEnd() || !outputs->value.IsArray()) return Invalid("the response has no 'outputs' array");
   BinaryCursor cursor{body, json_size};

@@ -125,6 +125,48 @@ void WriteEnsembleSteps(JsonWriter& w, const std::vector<EnsembleStepView>& step
   w.EndArray();
 }
 
+// inferd's addition to a router's statistics: where its requests went, and how each target fares.
+void WriteRouterTargets(JsonWriter& w, const ModelView& model) {
+  w.Key("router_rules");
+  w.StartArray();
+  for (const auto& [rule, matches] : model.RouterRuleMatches()) {
+    w.StartObject();
+    w.Key("rule");
+    Str(w, rule);
+    w.Key("matches");
+    w.Uint64(matches);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("router_targets");
+  w.StartArray();
+  for (const RouterTargetView& target : model.RouterTargets()) {
+    w.StartObject();
+    w.Key("target");
+    Str(w, target.target);
+    w.Key("requests");
+    w.Uint64(target.requests);
+    w.Key("errors");
+    w.Uint64(target.errors);
+    w.Key("in_flight");
+    w.Int64(target.in_flight);
+    w.Key("recent_p99_ms");
+    w.Double(target.recent_p99_ms);
+    if (!target.channel.empty()) {
+      w.Key("predicted_rps");
+      w.Double(target.predicted_rps);
+      w.Key("channel");
+      Str(w, target.channel);
+    }
+    if (!target.breaker.empty()) {
+      w.Key("breaker");
+      Str(w, target.breaker);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
 }  // namespace
 
 std::string ModelStatsJson(const std::vector<ModelView>& models) {
@@ -156,6 +198,7 @@ std::string ModelStatsJson(const std::vector<ModelView>& models) {
     WriteDuration(w, "compute_output", stats.compute_output);
     w.EndObject();
     if (model.is_ensemble()) WriteEnsembleSteps(w, model.EnsembleSteps());
+    if (model.is_router()) WriteRouterTargets(w, model);
     w.EndObject();
   }
   w.EndArray();
