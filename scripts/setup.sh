@@ -29,10 +29,11 @@ PACKAGES=(
   python3-pil                         # the image pipeline's reference (tests/e2e/test_image_pipeline.py)
 )
 # Benchmarks only (`scripts/setup.sh --bench`): the load generators (wrk; h2load from
-# nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, and Node.js for ONNX
-# Runtime (npm onnxruntime-node, installed by bench/engine_bench.py).
+# nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, Node.js for ONNX
+# Runtime (npm onnxruntime-node, installed by bench/engine_bench.py), and scikit-learn.
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(nginx-light wrk nghttp2-client)
+  PACKAGES+=(python3-sklearn)  # its bundled digits data set trains the cascade's classifiers (bench/router_bench.py)
   command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 fi
 

@@ -293,7 +293,9 @@ Status CheckTargets(const ModelConfig& router, const RouterPlan& plan, const Mem
       RETURN_IF_ERROR(check(tier, true, confidence_output).WithPrefix("parameters[cascade.tiers]"));
     }
   }
-  for (const auto& [name, policy] : plan.breakers) {
+  for (const auto& entry : plan.breakers) {
+    const std::string& name = entry.first;  // named: clang 14 captures no structured binding
+    const BreakerPolicy& policy = entry.second;
     const bool is_pool = plan.FindPool(name) != nullptr;
     const auto targets = plan.ServingTargets();
     const bool is_model = std::ranges::any_of(
