@@ -154,13 +154,45 @@ TEST(GrpcCodecTest, ReadsPriorityTimeoutAndRequestedOutputs) {
   AddInput(&request, "x", "FP32", {1})->mutable_contents()->add_fp32_contents(1);
   (*request.mutable_parameters())["priority"].set_uint64_param(2);
   (*request.mutable_parameters())["timeout"].set_int64_param(5000);
-  (*request.mutable_parameters())["something_else"].set_bool_param(true);  // ignored, as Triton does
+  (*request.mutable_parameters())["something_else"].set_bool_param(true);  // kept for routers' param.NAME
   request.add_outputs()->set_name("y");
   auto parsed = Parse(request);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ((*parsed)->priority, 2u);
   EXPECT_EQ((*parsed)->timeout_us, 5000u);
   EXPECT_EQ((*parsed)->requested_outputs, std::vector<std::string>{"y"});
+  ASSERT_EQ((*parsed)->parameters.size(), 1u);  // priority and timeout have fields of their own
+  EXPECT_EQ((*parsed)->parameters[0].name, "something_else");
+  EXPECT_EQ(std::get<bool>((*parsed)->parameters[0].value), true);
+}
+
+TEST(GrpcCodecTest, OtherParametersRoundTripBothWays) {
+  InferRequest request;
+  request.model_name = "router";
+  request.parameters = {{"tier", std::string("edge")}, {"latency_budget_ms", int64_t{250}}, {"ratio", 0.5}};
+  ModelInferRequest message;
+  EncodeModelInferRequest(request, &message);
+  auto shared = std::make_shared<ModelInferRequest>(message);
+  AddInput(shared.get(), "x", "FP32", {1})->mutable_contents()->add_fp32_contents(1);
+  auto parsed = ParseModelInferRequest(shared);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const InferParameters& got = (*parsed)->parameters;
+  EXPECT_EQ(std::get<std::string>(FindParameter(got, "tier")->value), "edge");
+  EXPECT_EQ(std::get<int64_t>(FindParameter(got, "latency_budget_ms")->value), 250);
+  EXPECT_EQ(std::get<double>(FindParameter(got, "ratio")->value), 0.5);
+
+  InferResponse response;
+  response.model_name = "router";
+  response.model_version = 1;
+  SetParameter(response.parameters, "routed_to", std::string("pool cloud"));
+  SetParameter(response.parameters, "tier", int64_t{2});
+  inference::ModelInferResponse encoded;
+  EncodeModelInferResponse(response, &encoded);
+  EXPECT_EQ(encoded.parameters().at("routed_to").string_param(), "pool cloud");
+  EXPECT_EQ(encoded.parameters().at("tier").int64_param(), 2);
+  auto back = ParseModelInferResponse(std::make_shared<inference::ModelInferResponse>(encoded));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<std::string>(FindParameter(back->parameters, "routed_to")->value), "pool cloud");
 }
 
 TEST(GrpcCodecTest, EncodesOutputsRaw) {

@@ -33,6 +33,27 @@ TEST(KServeCodecTest, ParsesNestedAndFlatData) {
   }
 }
 
+TEST(KServeCodecTest, KeepsOtherRequestParametersAndWritesResponseOnes) {
+  auto parsed = Parse(R"({"parameters":{"priority":1,"tier":"gold","latency_budget_ms":300,"ratio":0.25,"fast":true},)"
+                      R"("inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const InferParameters& got = parsed->request->parameters;
+  ASSERT_EQ(got.size(), 4u);  // priority has its own field
+  EXPECT_EQ(std::get<std::string>(FindParameter(got, "tier")->value), "gold");
+  EXPECT_EQ(std::get<int64_t>(FindParameter(got, "latency_budget_ms")->value), 300);
+  EXPECT_EQ(std::get<double>(FindParameter(got, "ratio")->value), 0.25);
+  EXPECT_EQ(std::get<bool>(FindParameter(got, "fast")->value), true);
+  EXPECT_NE(ErrorOf(R"({"parameters":{"tier":[1]},"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})")
+                .find("parameter 'tier' must be a number, a string or a bool"),
+            std::string::npos);
+  InferResponse response;
+  response.model_name = "r";
+  SetParameter(response.parameters, "routed_to", std::string("model light"));
+  SetParameter(response.parameters, "tier", int64_t{1});
+  const std::string body = EncodeInferResponse(response, {}).body;
+  EXPECT_NE(body.find(R"("parameters":{"routed_to":"model light","tier":1})"), std::string::npos) << body;
+}
+
 TEST(KServeCodecTest, ParsesEveryDatatype) {
   struct Case {
     const char* type;

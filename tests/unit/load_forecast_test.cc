@@ -94,5 +94,18 @@ TEST(LoadForecastTest, TheCounterHandsOverOneSecondAtATime) {
   EXPECT_EQ(counter.TakeSecond(), 0u);
 }
 
+TEST(ForecastBoardTest, CountsPerSecondFromTotalsAndForgetsWhatLeft) {
+  ForecastBoard board(ForecastOptions{}, 10);
+  EXPECT_FALSE(board.Predicted("m").has_value());
+  board.Tick({{"m", 1000}});  // the first sight sets the baseline: nothing counted yet
+  EXPECT_EQ(*board.Predicted("m"), 0);
+  for (uint64_t second = 1; second <= 60; ++second) board.Tick({{"m", 1000 + 50 * second}});
+  EXPECT_NEAR(*board.Predicted("m"), 50, 1);  // 50 a second, steady
+  board.Tick({{"m", 10}});  // a version left: the total fell; counting restarts from it
+  EXPECT_GE(*board.Predicted("m"), 0);
+  board.Tick({});
+  EXPECT_FALSE(board.Predicted("m").has_value());
+}
+
 }  // namespace
 }  // namespace inferd
