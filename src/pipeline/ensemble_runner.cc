@@ -231,10 +231,7 @@ EnsembleRunner::EnsembleRunner(std::shared_ptr<const EnsemblePlan> plan, int64_t
 }
 
 Status EnsembleRunner::Run(std::unique_ptr<InferRequest>& request, InferCallback& done) {
-  // Counted before the check, so a drain that sees none in flight cannot miss one starting.
-  runs_in_flight_.fetch_add(1);
-  if (stopped_.load()) {
-    RunAnswered();
+  if (!gate_.TryEnter()) {
     return Status::Unavailable("ensemble '" + plan_->name + "' version " + std::to_string(version_) + " is unloading");
   }
   if (plan_->max_runs_in_flight == 0) {
@@ -287,19 +284,6 @@ void EnsembleRunner::ReleaseRunSlot() {
     }
     next->Start();
   }
-}
-
-void EnsembleRunner::RunAnswered() {
-  if (runs_in_flight_.fetch_sub(1) == 1 && stopped_.load()) {
-    MutexLock lock(&drain_mu_);
-    drained_.NotifyAll();
-  }
-}
-
-void EnsembleRunner::StopAndDrain() {
-  stopped_.store(true);
-  MutexLock lock(&drain_mu_);
-  while (runs_in_flight_.load() != 0) drained_.WaitFor(lock, std::chrono::milliseconds(50));
 }
 
 void EnsembleRunner::SendStep(size_t step, std::unique_ptr<InferRequest> request, InferCallback done) {

@@ -44,6 +44,7 @@
 #include "common/infer_request.h"
 #include "common/mutex.h"
 #include "pipeline/circuit_breaker.h"
+#include "pipeline/run_gate.h"
 #include "pipeline/ensemble_plan.h"
 
 namespace inferd {
@@ -77,9 +78,9 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   Status Run(std::unique_ptr<InferRequest>& request, InferCallback& done);
 
   // Takes no new runs, and waits until every run started has answered.
-  void StopAndDrain();
-  bool stopped() const { return stopped_.load(); }
-  int64_t runs_in_flight() const { return runs_in_flight_.load(); }
+  void StopAndDrain() { gate_.StopAndDrain(); }
+  bool stopped() const { return gate_.stopped(); }
+  int64_t runs_in_flight() const { return gate_.in_flight(); }
 
   const EnsemblePlan& plan() const { return *plan_; }
   const StepStats& step_stats(size_t step) const { return steps_[step]; }
@@ -97,7 +98,7 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   friend class EnsembleRun;
   EnsembleRunner(std::shared_ptr<const EnsemblePlan> plan, int64_t version, StepDispatch dispatch, const Clock* clock);
   void SendStep(size_t step, std::unique_ptr<InferRequest> request, InferCallback done);
-  void RunAnswered();
+  void RunAnswered() { gate_.Exit(); }
   // A run answered: its slot goes to the oldest waiting run (parameters[max_runs_in_flight]).
   void ReleaseRunSlot();
 
@@ -108,14 +109,11 @@ class EnsembleRunner : public std::enable_shared_from_this<EnsembleRunner> {
   std::unique_ptr<StepStats[]> steps_;
   std::vector<std::shared_ptr<CircuitBreaker>> breakers_;  // per step; shared by steps of one model
   std::vector<size_t> reverse_topological_;  // each step after every step that consumes its outputs
-  std::atomic<bool> stopped_{false};
-  std::atomic<int64_t> runs_in_flight_{0};
+  RunGate gate_;
   Mutex slots_mu_;
   int64_t free_run_slots_ GUARDED_BY(slots_mu_);
   std::deque<std::shared_ptr<EnsembleRun>> waiting_runs_ GUARDED_BY(slots_mu_);
   bool starting_waiting_runs_ GUARDED_BY(slots_mu_) = false;  // a thread is in ReleaseRunSlot's loop
-  Mutex drain_mu_;
-  CondVar drained_;
 };
 
 }  // namespace inferd

@@ -1,10 +1,5 @@
 #include "pipeline/grpc_pool.h"
 
-// clang-format off
-// Before gRPC's headers: common/mutex.h defines the thread-safety macros absl defines otherwise.
-#include "common/mutex.h"
-// clang-format on
-
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
@@ -42,9 +37,8 @@ struct PoolCall {
 
 class GrpcPool final : public RemotePool {
  public:
-  GrpcPool(PoolSpec spec, std::shared_ptr<grpc::Channel> channel)
-      : spec_(std::move(spec)),
-        channel_(std::move(channel)),
+  explicit GrpcPool(std::shared_ptr<grpc::Channel> channel)
+      : channel_(std::move(channel)),
         stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
 
   void Infer(std::unique_ptr<InferRequest> request, InferCallback done) override {
@@ -65,7 +59,6 @@ class GrpcPool final : public RemotePool {
   std::string ChannelState() const override { return ChannelStateName(channel_->GetState(false)); }
 
  private:
-  const PoolSpec spec_;
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
 };
@@ -98,7 +91,7 @@ StatusOr<std::shared_ptr<RemotePool>> MakeGrpcPool(const PoolSpec& pool) {
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   auto channel = grpc::CreateCustomChannel(pool.channel_target, grpc::InsecureChannelCredentials(), arguments);
   if (!channel) return Status::InvalidArgument("pool '" + pool.name + "': cannot create a channel to " + pool.address);
-  return std::shared_ptr<RemotePool>(std::make_shared<GrpcPool>(pool, std::move(channel)));
+  return std::shared_ptr<RemotePool>(std::make_shared<GrpcPool>(std::move(channel)));
 }
 
 }  // namespace inferd

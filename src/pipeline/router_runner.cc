@@ -366,8 +366,6 @@ class RouterRun : public std::enable_shared_from_this<RouterRun>, public RouteFa
 RouterRunner::RouterRunner(std::shared_ptr<const RouterPlan> plan, int64_t version, RouterServices services)
     : plan_(std::move(plan)), version_(version), services_(std::move(services)) {}
 
-RouterRunner::~RouterRunner() = default;
-
 StatusOr<std::shared_ptr<RouterRunner>> RouterRunner::Create(std::shared_ptr<const RouterPlan> plan, int64_t version,
                                                              RouterServices services) {
   std::shared_ptr<RouterRunner> runner(new RouterRunner(std::move(plan), version, std::move(services)));
@@ -382,8 +380,7 @@ StatusOr<std::shared_ptr<RouterRunner>> RouterRunner::Create(std::shared_ptr<con
   for (size_t i = 0; i < count; ++i) {
     const RouteTarget& target = runner->targets_[i];
     runner->stats_.push_back(std::make_unique<RouterTargetStats>());
-    const std::string breaker_key = target.name;
-    auto policy = p.breakers.find(breaker_key);
+    auto policy = p.breakers.find(target.name);  // a pool's or a local model's breaker
     runner->breakers_.push_back(policy == p.breakers.end()
                                     ? nullptr
                                     : std::make_shared<CircuitBreaker>(policy->second, runner->services_.clock));
@@ -467,28 +464,10 @@ std::string RouterRunner::ChannelState(size_t target) const {
 }
 
 Status RouterRunner::Run(std::unique_ptr<InferRequest>& request, InferCallback& done) {
-  if (stopped_.load()) return Status::Unavailable("router '" + plan_->name + "' is stopping");
-  runs_in_flight_.fetch_add(1);
-  if (stopped_.load()) {
-    RunAnswered();
-    return Status::Unavailable("router '" + plan_->name + "' is stopping");
-  }
+  if (!gate_.TryEnter()) return Status::Unavailable("router '" + plan_->name + "' is stopping");
   auto run = std::make_shared<RouterRun>(shared_from_this(), std::move(request), std::move(done));
   run->Start();
   return Status::Ok();
-}
-
-void RouterRunner::RunAnswered() {
-  if (runs_in_flight_.fetch_sub(1) == 1 && stopped_.load()) {
-    MutexLock lock(&drain_mu_);
-    drained_.NotifyAll();
-  }
-}
-
-void RouterRunner::StopAndDrain() {
-  stopped_.store(true);
-  MutexLock lock(&drain_mu_);
-  while (runs_in_flight_.load() > 0) drained_.WaitFor(lock, std::chrono::milliseconds(50));
 }
 
 void RouterRunner::Tick() {

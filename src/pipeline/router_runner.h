@@ -38,6 +38,7 @@
 #include "metrics/latency_histogram.h"
 #include "metrics/metrics_registry.h"
 #include "pipeline/circuit_breaker.h"
+#include "pipeline/run_gate.h"
 #include "pipeline/ensemble_runner.h"
 #include "pipeline/load_forecast.h"
 #include "pipeline/remote_pool.h"
@@ -75,14 +76,13 @@ class RouterRunner : public std::enable_shared_from_this<RouterRunner> {
   // Connects the pools (gRPC connects lazily: a pool that is down now fails its calls, not the load).
   static StatusOr<std::shared_ptr<RouterRunner>> Create(std::shared_ptr<const RouterPlan> plan, int64_t version,
                                                         RouterServices services);
-  ~RouterRunner();
 
   // Routes `request` (validated for the router's config); `done` is called exactly once. Once
   // stopped, returns UNAVAILABLE and leaves `request` and `done` with the caller.
   Status Run(std::unique_ptr<InferRequest>& request, InferCallback& done);
-  void StopAndDrain();
-  bool stopped() const { return stopped_.load(); }
-  int64_t runs_in_flight() const { return runs_in_flight_.load(); }
+  void StopAndDrain() { gate_.StopAndDrain(); }
+  bool stopped() const { return gate_.stopped(); }
+  int64_t runs_in_flight() const { return gate_.in_flight(); }
 
   // Once a second (the server's ticker): recent p99s, pools' request-rate forecasts.
   void Tick();
@@ -101,7 +101,7 @@ class RouterRunner : public std::enable_shared_from_this<RouterRunner> {
   RouterRunner(std::shared_ptr<const RouterPlan> plan, int64_t version, RouterServices services);
   std::optional<size_t> TargetIndex(const RouteTarget& target) const;
   void RegisterMetrics();
-  void RunAnswered();
+  void RunAnswered() { gate_.Exit(); }
 
   const std::shared_ptr<const RouterPlan> plan_;
   const int64_t version_;
@@ -120,10 +120,7 @@ class RouterRunner : public std::enable_shared_from_this<RouterRunner> {
   std::vector<LoadForecaster> forecasters_;
   std::vector<LatencyHistogram::Counts> latency_ring_;  // per target x 10 seconds, for recent p99
   size_t ticks_ = 0;
-  std::atomic<bool> stopped_{false};
-  std::atomic<int64_t> runs_in_flight_{0};
-  Mutex drain_mu_;
-  CondVar drained_;
+  RunGate gate_;
 };
 
 // Confidence of a cascade tier's answer: the lowest over the output's rows (axis 0 when it

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "pipeline/grpc_pool.h"
@@ -295,27 +296,38 @@ TEST(RouterRunnerTest, CascadeEscalatesBelowTheThreshold) {
   EXPECT_EQ(Parameter(*RunOnce(*make("1"), Request()), "tier"), "2");
 }
 
-TEST(RouterRunnerTest, AScoringModelGivesTheComplexity) {
-  ManualClock clock;
-  FakeServer server;
+// A router whose scoring model answers SCORE = `score` (after `on_score` runs), then routes
+// complexity >= 0.7 to heavy and the rest to light; `seen` gets every request's time limit.
+std::shared_ptr<RouterRunner> ScoredRouter(FakeServer& server, ManualClock& clock, float score,
+                                           std::function<void()> on_score, std::vector<uint64_t>* seen) {
   server.logits = {{"light", {1}}, {"heavy", {1}}};
   RouterServices services = server.Services(&clock);
-  const StepDispatch inner = services.dispatch;
-  // The scorer answers SCORE = 0.8.
-  services.dispatch = [inner](std::unique_ptr<InferRequest> request, InferCallback done) {
+  services.dispatch = [inner = services.dispatch, score, on_score, seen](std::unique_ptr<InferRequest> request,
+                                                                        InferCallback done) {
+    seen->push_back(request->client_timeout_us);
     if (request->model_name != "scorer") return inner(std::move(request), std::move(done));
+    on_score();
     InferResponse response;
-    response.outputs.push_back(FloatTensor("SCORE", {0.8f}, {1, 1}));
+    response.outputs.push_back(FloatTensor("SCORE", {score}, {1, 1}));
     done(std::move(response));
   };
   auto plan = PlanRouter(Config(Router({{"complexity", "model scorer SCORE"},
                                         {"route.1", "complexity >= 0.7 -> model heavy"},
                                         {"route.default", "model light"}})),
                          Lookup());
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
   auto runner = RouterRunner::Create(std::make_shared<const RouterPlan>(std::move(plan).value()), 1, services);
-  ASSERT_TRUE(runner.ok());
-  auto answer = RunOnce(**runner, Request());
+  EXPECT_TRUE(runner.ok());
+  return runner.value_or(nullptr);
+}
+
+TEST(RouterRunnerTest, AScoringModelGivesTheComplexity) {
+  ManualClock clock;
+  FakeServer server;
+  std::vector<uint64_t> seen;
+  auto runner = ScoredRouter(server, clock, 0.8f, [] {}, &seen);
+  ASSERT_NE(runner, nullptr);
+  auto answer = RunOnce(*runner, Request());
   ASSERT_TRUE(answer.ok()) << answer.status().message();
   EXPECT_EQ(Parameter(*answer, "routed_to"), "model heavy");
 }
@@ -323,36 +335,19 @@ TEST(RouterRunnerTest, AScoringModelGivesTheComplexity) {
 TEST(RouterRunnerTest, TheTargetGetsWhatIsLeftOfTheDeadline) {
   ManualClock clock;
   FakeServer server;
-  server.logits = {{"light", {1}}, {"heavy", {1}}};
-  RouterServices services = server.Services(&clock);
-  const StepDispatch inner = services.dispatch;
   std::vector<uint64_t> limits;
-  services.dispatch = [&](std::unique_ptr<InferRequest> request, InferCallback done) {
-    limits.push_back(request->client_timeout_us);
-    if (request->model_name == "scorer") {
-      clock.Advance(std::chrono::milliseconds(30));  // scoring takes 30 ms
-      InferResponse response;
-      response.outputs.push_back(FloatTensor("SCORE", {0.1f}, {1, 1}));
-      return done(std::move(response));
-    }
-    inner(std::move(request), std::move(done));
-  };
-  auto plan = PlanRouter(Config(Router({{"complexity", "model scorer SCORE"},
-                                        {"route.1", "complexity >= 0.7 -> model heavy"},
-                                        {"route.default", "model light"}})),
-                         Lookup());
-  ASSERT_TRUE(plan.ok());
-  auto runner = RouterRunner::Create(std::make_shared<const RouterPlan>(std::move(plan).value()), 1, services);
-  ASSERT_TRUE(runner.ok());
+  // Scoring takes 30 ms.
+  auto runner = ScoredRouter(server, clock, 0.1f, [&clock] { clock.Advance(std::chrono::milliseconds(30)); }, &limits);
+  ASSERT_NE(runner, nullptr);
   auto request = Request();
   request->timeout_us = 100'000;  // 100 ms
-  ASSERT_TRUE(RunOnce(**runner, std::move(request)).ok());
+  ASSERT_TRUE(RunOnce(*runner, std::move(request)).ok());
   EXPECT_EQ(limits, (std::vector<uint64_t>{100'000, 70'000}));
   // A budget the scorer used up: the target is never sent the request.
   limits.clear();
   request = Request();
   request->timeout_us = 20'000;
-  auto late = RunOnce(**runner, std::move(request));
+  auto late = RunOnce(*runner, std::move(request));
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_EQ(limits.size(), 1u);  // the scorer only
