@@ -41,7 +41,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_http(url, timeout=20):
+def wait_http(url, timeout=120):  # start-up loads of large models (swin_t: 17 s on 2 cores) precede listening
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
