@@ -6,7 +6,7 @@
 namespace inferd::runtime {
 namespace {
 
-thread_local RunContext current_context{TuneMode::kOff, nullptr, nullptr, nullptr};
+thread_local RunContext current_context{TuneMode::kOff, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 
@@ -23,6 +23,12 @@ const RunContext& CurrentRunContext() { return current_context; }
 
 ScratchBuffer& KernelScratch() {
   if (current_context.scratch != nullptr) return *current_context.scratch;
+  thread_local ScratchBuffer own;
+  return own;
+}
+
+ScratchBuffer& PrimitiveScratchpad() {
+  if (current_context.scratchpad != nullptr) return *current_context.scratchpad;
   thread_local ScratchBuffer own;
   return own;
 }

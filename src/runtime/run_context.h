@@ -1,8 +1,8 @@
 // What the session running a kernel lends it besides inputs and outputs: the tuning settings and
 // cache (tuning.h), the weights already reordered for oneDNN (shared by every kernel that wants
-// the same weights in the same layout) and a scratch buffer. Session::Run opens a RunScope on its
-// thread; a kernel reads CurrentRunContext(). Outside a run the context is empty: tuning off, no
-// cache, and KernelScratch() is the thread's own.
+// the same weights in the same layout) and two scratch buffers. Session::Run opens a RunScope on
+// its thread; a kernel reads CurrentRunContext(). Outside a run the context is empty: tuning off,
+// no cache, and KernelScratch() and PrimitiveScratchpad() are the thread's own.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +42,7 @@ struct RunContext {
   TuningCache* tuning_cache = nullptr;
   dnnl_kernels::PackedWeightsCache* packed_weights = nullptr;
   ScratchBuffer* scratch = nullptr;
+  ScratchBuffer* scratchpad = nullptr;  // oneDNN primitives' (dnnl_context.h RunPrimitive)
   ShapeSetId shape_set = kNoShapeSet;
 };
 
@@ -51,6 +52,11 @@ const RunContext& CurrentRunContext();
 // for all it needs at the same time (a later call may move what an earlier one returned), and
 // must not hold it across a call into another kernel.
 ScratchBuffer& KernelScratch();
+
+// The running session's buffer for oneDNN primitives' own scratchpads (or this thread's outside a
+// run), apart from KernelScratch: a primitive's scratchpad is needed while the kernel's temporaries
+// are bound. Primitives run one at a time, so they share it.
+ScratchBuffer& PrimitiveScratchpad();
 
 class RunScope {
  public:

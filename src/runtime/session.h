@@ -144,7 +144,8 @@ class Session {
   TuneMode tune_ = TuneMode::kFast;
   std::shared_ptr<TuningCache> tuning_cache_;  // shared by the sessions of one model file
   std::unique_ptr<dnnl_kernels::PackedWeightsCache> packed_weights_;
-  ScratchBuffer scratch_;  // lent to the kernels through the RunContext
+  ScratchBuffer scratch_;     // lent to the kernels through the RunContext
+  ScratchBuffer scratchpad_;  // and to their oneDNN primitives
 };
 
 }  // namespace inferd::runtime

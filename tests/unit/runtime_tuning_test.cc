@@ -6,12 +6,16 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <algorithm>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/run_context.h"
 #include "runtime/session.h"
+#include "runtime/threading.h"
 #include "runtime/tuning.h"
 #include "runtime_test_util.h"
 
@@ -225,6 +229,61 @@ TEST(TuningTest, ALayerKeepsTheWeightsFormOfItsFirstShapeAtOtherBatchSizes) {
       EXPECT_EQ(WinogradConvs(**session), 0);
     }
   }
+  std::filesystem::remove_all(dir);
+}
+
+// x -> Conv 3x3 + Relu -> Conv 3x3 + Relu -> y (8 channels, as the e2e planned-batch model).
+Graph TwoConvs() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w1", Random({8, 8, 3, 3}, 11, -0.3f, 0.3f)).Constant("w2", Random({8, 8, 3, 3}, 12, -0.3f, 0.3f));
+  const auto pads = Ints({1, 1, 1, 1});
+  b.Op("Conv", {"x", "w1"}, {"c1"}, {{"pads", pads}})
+      .Op("Relu", {"c1"}, {"a1"})
+      .Op("Conv", {"a1", "w2"}, {"c2"}, {{"pads", pads}})
+      .Op("Relu", {"c2"}, {"y"})
+      .Output("y");
+  return b.graph();
+}
+
+// A model is prepared on the thread that loads it (planned batch sizes, warmup) and served on its
+// instance's thread. oneDNN's library-managed scratchpad is a buffer per thread, sized when a
+// primitive is made: a GEMM-based convolution made on one thread and run on another wrote its
+// im2col columns through the other thread's (null) buffer, and the server died. Every candidate
+// is forced in turn, as tuning could pick any of them.
+TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_threads_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Graph graph = TwoConvs();
+  const Tensor x = Random({4, 8, 12, 12}, 13);
+  {
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = dir / "timed", .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectMatchesReference(**session, graph, x);
+  }
+  std::stringstream timed;
+  timed << std::ifstream(dir / "timed").rdbuf();
+  std::set<std::string> implementations;
+  for (int choice : {0, 1, 2}) {
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed.str(), std::regex("\t\\d+\n"), "\t" + std::to_string(choice) + "\n");
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    auto run_on_a_new_thread = [&] {
+      std::thread([&] {
+        SetIntraOpThreads(2);
+        ExpectMatchesReference(**session, graph, x);
+      }).join();
+    };
+    run_on_a_new_thread();  // the loading thread: primitives are made here
+    run_on_a_new_thread();  // an instance thread
+    for (const std::string& implementation : ConvImplementations(**session)) implementations.insert(implementation);
+  }
+  // The test means something only if some candidate needed a scratchpad: oneDNN's GEMM-based
+  // convolution (im2col) is among the candidates on every x86 ISA.
+  EXPECT_TRUE(std::any_of(implementations.begin(), implementations.end(),
+                          [](const std::string& name) { return name.find("gemm") != std::string::npos; }))
+      << ::testing::PrintToString(implementations);
   std::filesystem::remove_all(dir);
 }
 

@@ -108,12 +108,12 @@ class DnnlAttention final : public Kernel {
     chunk.v = matrix_desc(g.v, g.t, g.dv);
     chunk.result = matrix_desc(g.result, g.s, g.dv);
     chunk.scores = dnnl::memory::desc({heads, g.s, g.t}, f32, dnnl::memory::format_tag::abc);
-    dnnl::primitive_attr scaled;
+    dnnl::primitive_attr scaled = OwnScratchpad();
     scaled.set_output_scales(0, {attributes_.scale});
     const dnnl::matmul::primitive_desc scores_pd(dnnl::matmul::desc(chunk.q, chunk.k, chunk.scores), scaled, Engine());
-    const dnnl::matmul::primitive_desc context_pd(dnnl::matmul::desc(chunk.scores, chunk.v, chunk.result), Engine());
+    const dnnl::matmul::primitive_desc context_pd(dnnl::matmul::desc(chunk.scores, chunk.v, chunk.result), OwnScratchpad(), Engine());
     const dnnl::softmax_forward::primitive_desc softmax_pd(
-        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, PlainDesc({heads * g.s, g.t}), 1), Engine());
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, PlainDesc({heads * g.s, g.t}), 1), OwnScratchpad(), Engine());
     chunk.scores_matmul = dnnl::matmul(scores_pd);
     chunk.context_matmul = dnnl::matmul(context_pd);
     chunk.softmax = dnnl::softmax_forward(softmax_pd);
@@ -141,8 +141,7 @@ class DnnlAttention final : public Kernel {
         const int64_t count = std::min(plan.heads_per_chunk, heads - first);
         ChunkPrimitives& chunk = plan.chunks.at(count);
         float* scores = plan.scores.data();
-        chunk.scores_matmul.execute(
-            ThreadStream(), {{DNNL_ARG_SRC, Wrap(chunk.q, q + g.q.offset + at[0] + first * head_stride(g.q))},
+        RunPrimitive(chunk.scores_matmul, {{DNNL_ARG_SRC, Wrap(chunk.q, q + g.q.offset + at[0] + first * head_stride(g.q))},
                              {DNNL_ARG_WEIGHTS, Wrap(chunk.k, k + g.k.offset + at[1] + first * head_stride(g.k))},
                              {DNNL_ARG_DST, Wrap(chunk.scores, scores)}});
         ThreadStream().wait();
@@ -150,9 +149,8 @@ class DnnlAttention final : public Kernel {
           AddMask(mask + at[3] + first * head_stride(mask_view), mask_view, count, head_stride(mask_view), g, scores);
         }
         const dnnl::memory rows = Wrap(PlainDesc({count * g.s, g.t}), scores);
-        chunk.softmax.execute(ThreadStream(), {{DNNL_ARG_SRC, rows}, {DNNL_ARG_DST, rows}});
-        chunk.context_matmul.execute(
-            ThreadStream(), {{DNNL_ARG_SRC, Wrap(chunk.scores, scores)},
+        RunPrimitive(chunk.softmax, {{DNNL_ARG_SRC, rows}, {DNNL_ARG_DST, rows}});
+        RunPrimitive(chunk.context_matmul, {{DNNL_ARG_SRC, Wrap(chunk.scores, scores)},
                              {DNNL_ARG_WEIGHTS, Wrap(chunk.v, v + g.v.offset + at[2] + first * head_stride(g.v))},
                              {DNNL_ARG_DST, Wrap(chunk.result, dst + g.result.offset + at[4] + first * head_stride(g.result))}});
         ThreadStream().wait();

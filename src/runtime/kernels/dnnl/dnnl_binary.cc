@@ -91,7 +91,7 @@ class DnnlBinary final : public Kernel {
     last_ = "onednn:" + plan.implementation;
     return Guarded("binary", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], *out_shape, plan.dst_desc));
-      plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC_0, Wrap(plan.dst_desc, src0.data.get())},
+      RunPrimitive(plan.primitive, {{DNNL_ARG_SRC_0, Wrap(plan.dst_desc, src0.data.get())},
                                               {DNNL_ARG_SRC_1, Wrap(plan.src1_desc, second->data.get())},
                                               {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
       ThreadStream().wait();
@@ -142,7 +142,7 @@ class DnnlBinary final : public Kernel {
     plan->dst_desc = LayoutDesc(dst_shape, blocked);
     plan->src1_desc = LayoutDesc(src1_shape, blocked);
     dnnl::binary::primitive_desc pd(dnnl::binary::desc(op_.algorithm, plan->dst_desc, plan->src1_desc, plan->dst_desc),
-                                    Engine());
+                                    OwnScratchpad(), Engine());
     plan->implementation = pd.impl_info_str();
     // oneDNN's reference binary is slower than ours.
     if (plan->implementation.rfind("ref", 0) == 0) return Status::Ok();

@@ -1,5 +1,7 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 
+#include <stdexcept>
+
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/run_context.h"
 
@@ -9,12 +11,10 @@ const dnnl::engine& Engine() {
   static const dnnl::engine engine = [] {
     // oneDNN's primitive cache hands the same primitive to every kernel that asks for the same
     // descriptor: two instances of a model, two versions of it during a rollout, two models with a
-    // layer of the same shape. Debian builds oneDNN with DNNL_ENABLE_CONCURRENT_EXEC, where each
-    // primitive owns its scratchpad and one primitive run from two threads at once computes
-    // garbage (oneDNN's scratchpad guide): two models preparing at once corrupted the heap under
-    // ASan. Without the cache every kernel owns its primitives, and a kernel runs on one thread at
-    // a time. Kernels keep their primitives per shape (ShapePlans), so the cache saved only the
-    // JIT of identical layers in other sessions.
+    // layer of the same shape, run from their threads at once. oneDNN allows a primitive to run
+    // on one thread at a time only. Without the cache every kernel owns its primitives, and a
+    // kernel runs on one thread at a time. Kernels keep their primitives per shape (ShapePlans),
+    // so the cache saved only the JIT of identical layers in other sessions.
     dnnl::set_primitive_cache_capacity(0);
     return dnnl::engine(dnnl::engine::kind::cpu, 0);
   }();
@@ -24,6 +24,38 @@ const dnnl::engine& Engine() {
 dnnl::stream& ThreadStream() {
   thread_local dnnl::stream stream(Engine());
   return stream;
+}
+
+dnnl::primitive_attr OwnScratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void RunPrimitive(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args) {
+  const_dnnl_primitive_desc_t pd = primitive.get_primitive_desc();
+  const_dnnl_primitive_attr_t attr = nullptr;
+  dnnl_scratchpad_mode_t mode = dnnl_scratchpad_mode_library;
+  if (dnnl_primitive_desc_get_attr(pd, &attr) != dnnl_success ||
+      dnnl_primitive_attr_get_scratchpad_mode(attr, &mode) != dnnl_success || mode != dnnl_scratchpad_mode_user) {
+    throw std::logic_error("a oneDNN primitive made without OwnScratchpad (dnnl_context.h)");
+  }
+  const dnnl_memory_desc_t* scratchpad = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (scratchpad != nullptr) {
+    if (const size_t bytes = dnnl_memory_desc_get_size(scratchpad); bytes > 0) {
+      args.insert_or_assign(DNNL_ARG_SCRATCHPAD,
+                            dnnl::memory(dnnl::memory::desc(*scratchpad), Engine(), PrimitiveScratchpad().Get(bytes)));
+    }
+  }
+  primitive.execute(ThreadStream(), args);
+}
+
+dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  return dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), to, OwnScratchpad()));
+}
+
+void RunReorder(const dnnl::memory& from, const dnnl::memory& to) {
+  RunPrimitive(MakeReorder(from.get_desc(), to.get_desc()), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  ThreadStream().wait();
 }
 
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
@@ -61,10 +93,8 @@ std::optional<dnnl::memory> PackedWeightsCache::Get(const std::shared_ptr<const 
   for (const Entry& entry : entries) {
     if (entry.from == from && entry.to == to) return entry.packed;
   }
-  dnnl::memory plain = Wrap(from, source.get());
   dnnl::memory packed(to, Engine());
-  dnnl::reorder(plain, packed).execute(ThreadStream(), plain, packed);
-  ThreadStream().wait();
+  RunReorder(Wrap(from, source.get()), packed);
   entries.push_back({from, to, packed});
   return packed;
 }
@@ -82,8 +112,7 @@ void PackedWeights::Update(const std::shared_ptr<const uint8_t>& weights, const 
     memory = *packed;
   } else {
     memory = dnnl::memory(to, Engine());
-    dnnl::reorder(plain, memory).execute(ThreadStream(), plain, memory);
-    ThreadStream().wait();
+    RunReorder(plain, memory);
   }
   source = weights;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -23,6 +24,24 @@ namespace inferd::runtime::dnnl_kernels {
 const dnnl::engine& Engine();
 // A stream per thread: each model instance thread executes on its own.
 dnnl::stream& ThreadStream();
+
+// Primitives take their scratchpad from us (scratchpad_mode::user), never from oneDNN. Debian's
+// oneDNN is built without DNNL_ENABLE_CONCURRENT_EXEC, where the library's scratchpad is one buffer
+// per thread, sized when a primitive is made on it, and a primitive must run on the thread that
+// made it. Ours are made on the loading thread (planned batch sizes, warmup), run on an instance's
+// and dropped on whichever forgets them: a GEMM-based convolution wrote its im2col columns through
+// the instance thread's null buffer and the server died. Every primitive desc is made with this
+// attribute (FusedPostOps starts from it) and run through RunPrimitive.
+dnnl::primitive_attr OwnScratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
+
+// Runs `primitive` on the thread's stream, lending it PrimitiveScratchpad() (run_context.h) when
+// it wants a scratchpad. Throws, for Guarded to report, if the primitive was made without
+// OwnScratchpad: that one would run on oneDNN's per-thread buffer.
+void RunPrimitive(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args);
+
+// A reorder between two layouts, made with OwnScratchpad; RunReorder makes one, runs it and drops it.
+dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+void RunReorder(const dnnl::memory& from, const dnnl::memory& to);
 
 // Plain (row-major) memory descriptor for an fp32 tensor of `dims`.
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims);

@@ -158,7 +158,7 @@ class DnnlConv final : public Kernel {
     dnnl::memory src = Wrap(plan->src_desc, x.data.get());
     dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
     if (c->src_reorder) {
-      c->src_reorder.execute(stream, src, c->primitive_src);
+      RunPrimitive(c->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, c->primitive_src}});
       src = c->primitive_src;
     }
     dnnl::memory target = c->dst_reorder ? c->primitive_dst : tensor_dst;
@@ -166,7 +166,7 @@ class DnnlConv final : public Kernel {
       // The sum post-op adds onto what the destination holds: put the residual there.
       if (c->residual_reorder) {
         dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
-        c->residual_reorder.execute(stream, residual_memory, target);
+        RunPrimitive(c->residual_reorder, {{DNNL_ARG_FROM, residual_memory}, {DNNL_ARG_TO, target}});
       } else if (target.get_data_handle() != residual->data.get()) {  // equal: the plan put the output there
         std::memcpy(target.get_data_handle(), residual->data.get(), c->dst_desc.get_size());
       }
@@ -174,8 +174,8 @@ class DnnlConv final : public Kernel {
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->weights.memory}, {DNNL_ARG_DST, target}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, bias->data.get()));
     AddResidualArgument(plan->post_ops, residual, &args);
-    c->primitive.execute(stream, args);
-    if (c->dst_reorder) c->dst_reorder.execute(stream, c->primitive_dst, tensor_dst);
+    RunPrimitive(c->primitive, args);
+    if (c->dst_reorder) RunPrimitive(c->dst_reorder, {{DNNL_ARG_FROM, c->primitive_dst}, {DNNL_ARG_TO, tensor_dst}});
     stream.wait();
     if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
     return Status::Ok();
@@ -370,15 +370,15 @@ class DnnlConv final : public Kernel {
     c.primitive = dnnl::convolution_forward(pd);
     if (c.src_desc != plan->src_desc) {
       c.primitive_src = ScratchMemory(c.src_desc);
-      c.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), c.src_desc));
+      c.src_reorder = MakeReorder(plan->src_desc, c.src_desc);
     }
     if (c.dst_desc != plan->dst_desc) {
       c.primitive_dst = ScratchMemory(c.dst_desc);
-      c.dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), c.dst_desc, Engine(), plan->dst_desc));
+      c.dst_reorder = MakeReorder(c.dst_desc, plan->dst_desc);
     }
     if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != c.dst_desc) {
       c.residual_reorder =
-          dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->post_ops.residual_desc, Engine(), c.dst_desc));
+          MakeReorder(plan->post_ops.residual_desc, c.dst_desc);
     }
     plan->candidates.push_back(std::move(c));
   }
@@ -443,14 +443,14 @@ class DnnlConvTranspose final : public Kernel {
       dnnl::memory src = Wrap(plan.src_desc, x->data.get());
       dnnl::memory tensor_dst = Wrap(plan.dst_desc, dst);
       if (plan.src_reorder) {
-        plan.src_reorder.execute(stream, src, plan.primitive_src);
+        RunPrimitive(plan.src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, plan.primitive_src}});
         src = plan.primitive_src;
       }
       dnnl::memory target = plan.dst_reorder ? plan.primitive_dst : tensor_dst;
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights.memory}, {DNNL_ARG_DST, target}};
       if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
-      plan.primitive.execute(stream, args);
-      if (plan.dst_reorder) plan.dst_reorder.execute(stream, plan.primitive_dst, tensor_dst);
+      RunPrimitive(plan.primitive, args);
+      if (plan.dst_reorder) RunPrimitive(plan.dst_reorder, {{DNNL_ARG_FROM, plan.primitive_dst}, {DNNL_ARG_TO, tensor_dst}});
       stream.wait();
       return Status::Ok();
     });
@@ -514,17 +514,17 @@ class DnnlConvTranspose final : public Kernel {
                          : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                              dnnl::algorithm::deconvolution_direct, src_any, weights_any,
                                                              dst_any, strides, dilations, pad_l, pad_r);
-    dnnl::deconvolution_forward::primitive_desc pd(desc, Engine());
+    dnnl::deconvolution_forward::primitive_desc pd(desc, OwnScratchpad(), Engine());
     plan->implementation = pd.impl_info_str();
     plan->weights_desc = pd.weights_desc();
     plan->primitive = dnnl::deconvolution_forward(pd);
     if (pd.src_desc() != plan->src_desc) {
       plan->primitive_src = ScratchMemory(pd.src_desc());
-      plan->src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), plan->src_desc, Engine(), pd.src_desc()));
+      plan->src_reorder = MakeReorder(plan->src_desc, pd.src_desc());
     }
     if (pd.dst_desc() != plan->dst_desc) {
       plan->primitive_dst = ScratchMemory(pd.dst_desc());
-      plan->dst_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), pd.dst_desc(), Engine(), plan->dst_desc));
+      plan->dst_reorder = MakeReorder(pd.dst_desc(), plan->dst_desc);
     }
     plan->usable = true;
     return Status::Ok();

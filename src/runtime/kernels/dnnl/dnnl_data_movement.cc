@@ -60,8 +60,8 @@ class DnnlStridedCopy final : public Kernel {
       const uint8_t* src = in[0]->data.get() + view->offset * static_cast<int64_t>(DataTypeSize(in[0]->dtype));
       dnnl::memory src_memory = Wrap(from, src);
       dnnl::memory dst_memory(to, Engine(), dst);
-      dnnl::reorder::primitive_desc pd(Engine(), from, Engine(), to);
-      dnnl::reorder(pd).execute(ThreadStream(), src_memory, dst_memory);
+      dnnl::reorder::primitive_desc pd(Engine(), from, Engine(), to, OwnScratchpad());
+      RunPrimitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src_memory}, {DNNL_ARG_TO, dst_memory}});
       ThreadStream().wait();
       last_ = pd.impl_info_str();
       return Status::Ok();
@@ -109,14 +109,14 @@ class DnnlBlockedConcat final : public Kernel {
       auto& primitive = FindOrCreate(primitives_, shapes, [&] {
         std::vector<dnnl::memory::desc> sources;
         for (const Shape& shape : shapes) sources.push_back(BlockedDesc(shape));
-        return dnnl::concat::primitive_desc(BlockedDesc(out_shape), 1, sources, Engine());
+        return dnnl::concat::primitive_desc(BlockedDesc(out_shape), 1, sources, Engine(), OwnScratchpad());
       });
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape)));
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(BlockedDesc(out_shape), dst)}};
       for (size_t i = 0; i < in.size(); ++i) {
         args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), Wrap(BlockedDesc(shapes[i]), in[i]->data.get()));
       }
-      primitive.first.execute(ThreadStream(), args);
+      RunPrimitive(primitive.first, args);
       ThreadStream().wait();
       last_ = primitive.second;
       return Status::Ok();

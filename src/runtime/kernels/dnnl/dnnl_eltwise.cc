@@ -39,7 +39,7 @@ class DnnlUnary final : public Kernel {
       auto& primitive = FindOrCreate(primitives_, n, [&] {
         return dnnl::eltwise_forward::primitive_desc(
             dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algorithm_, PlainDesc({n}), alpha_, beta_),
-            Engine());
+            OwnScratchpad(), Engine());
       });
       float* dst = nullptr;
       if (blocked) {
@@ -48,7 +48,7 @@ class DnnlUnary final : public Kernel {
         ASSIGN_OR_RETURN(dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
       }
       dnnl::memory::desc desc = PlainDesc({n});
-      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
+      RunPrimitive(primitive.first, {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
       ThreadStream().wait();
       if (blocked) ZeroChannelPadding(dst, x.shape);
       last_ = primitive.second;
@@ -99,12 +99,12 @@ class DnnlSoftmax final : public Kernel {
         std::string name;
         if (log_) {
           dnnl::logsoftmax_forward::primitive_desc pd(
-              dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_inference, desc, view_axis), Engine());
+              dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_inference, desc, view_axis), OwnScratchpad(), Engine());
           primitive = dnnl::logsoftmax_forward(pd);
           name = pd.impl_info_str();
         } else {
           dnnl::softmax_forward::primitive_desc pd(
-              dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, desc, view_axis), Engine());
+              dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, desc, view_axis), OwnScratchpad(), Engine());
           primitive = dnnl::softmax_forward(pd);
           name = pd.impl_info_str();
         }
@@ -112,7 +112,7 @@ class DnnlSoftmax final : public Kernel {
       }
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
       dnnl::memory::desc desc = PlainDesc(ToDims(view));
-      entry->first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
+      RunPrimitive(entry->first, {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
       ThreadStream().wait();
       last_ = entry->second;
       return Status::Ok();

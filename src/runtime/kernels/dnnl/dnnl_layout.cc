@@ -97,9 +97,7 @@ Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dn
     ASSIGN_OR_RETURN(float* out, AllocateWithDesc(dst, src.shape, to));
     dnnl::memory from_memory = Wrap(from, src.data.get());
     dnnl::memory to_memory(to, Engine(), out);
-    // oneDNN's primitive cache makes re-creating the same reorder cheap.
-    dnnl::reorder(from_memory, to_memory).execute(ThreadStream(), from_memory, to_memory);
-    ThreadStream().wait();
+    RunReorder(from_memory, to_memory);
     return Status::Ok();
   });
 }

@@ -144,7 +144,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
                                                {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
     AddResidualArgument(plan.post_ops, residual, &args);
-    plan.primitive.execute(ThreadStream(), args);
+    RunPrimitive(plan.primitive, args);
     ThreadStream().wait();
     return Status::Ok();
   };
@@ -156,7 +156,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
                                                {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, bias->data.get()));
     AddResidualArgument(conv.post_ops, residual, &args);
-    conv.primitive.execute(ThreadStream(), args);
+    RunPrimitive(conv.primitive, args);
     ThreadStream().wait();
     return Status::Ok();
   };
@@ -238,7 +238,7 @@ class DnnlMatMul final : public Kernel {
     if (!post_ops_.empty() && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
       plan->post_ops = FusedPostOps();
       plan->post_ops_after = true;
-      pd = dnnl::matmul::primitive_desc(desc, Engine());
+      pd = dnnl::matmul::primitive_desc(desc, OwnScratchpad(), Engine());
     }
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::matmul(pd);

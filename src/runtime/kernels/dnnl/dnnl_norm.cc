@@ -52,14 +52,14 @@ class DnnlLayerNorm final : public Kernel {
         dnnl::normalization_flags flags = dnnl::normalization_flags::use_scale;
         if (has_bias) flags |= dnnl::normalization_flags::use_shift;
         return dnnl::layer_normalization_forward::primitive_desc(
-            dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), Engine());
+            dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), OwnScratchpad(), Engine());
       });
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x->shape));
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(data, x->data.get())},
                                                  {DNNL_ARG_DST, Wrap(data, dst)},
                                                  {DNNL_ARG_SCALE, Wrap(channel, scale->data.get())}};
       if (has_bias) args.emplace(DNNL_ARG_SHIFT, Wrap(channel, bias->data.get()));
-      primitive.first.execute(ThreadStream(), args);
+      RunPrimitive(primitive.first, args);
       ThreadStream().wait();
       last_ = primitive.second;
       return Status::Ok();
@@ -101,10 +101,10 @@ class DnnlBatchNorm final : public Kernel {
         const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                            dnnl::normalization_flags::use_shift;
         return dnnl::batch_normalization_forward::primitive_desc(
-            dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), Engine());
+            dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, epsilon_, flags), OwnScratchpad(), Engine());
       });
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
-      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x.data.get())},
+      RunPrimitive(primitive.first, {{DNNL_ARG_SRC, Wrap(data, x.data.get())},
                                                 {DNNL_ARG_DST, Wrap(data, dst)},
                                                 {DNNL_ARG_SCALE, Wrap(channel, in[1]->data.get())},
                                                 {DNNL_ARG_SHIFT, Wrap(channel, in[2]->data.get())},
@@ -144,10 +144,10 @@ class DnnlLrn final : public Kernel {
         return dnnl::lrn_forward::primitive_desc(
             dnnl::lrn_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels, data,
                                     size_, alpha_, beta_, bias_),
-            Engine());
+            OwnScratchpad(), Engine());
       });
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x->shape));
-      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(data, x->data.get())}, {DNNL_ARG_DST, Wrap(data, dst)}});
+      RunPrimitive(primitive.first, {{DNNL_ARG_SRC, Wrap(data, x->data.get())}, {DNNL_ARG_DST, Wrap(data, dst)}});
       ThreadStream().wait();
       last_ = primitive.second;
       return Status::Ok();

@@ -43,7 +43,7 @@ class DnnlPool final : public Kernel {
     last_ = plan.implementation;
     return Guarded("pooling", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan.out_shape, plan.dst_desc));
-      plan.primitive.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(plan.src_desc, x.data.get())},
+      RunPrimitive(plan.primitive, {{DNNL_ARG_SRC, Wrap(plan.src_desc, x.data.get())},
                                               {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
       ThreadStream().wait();
       return Status::Ok();
@@ -93,7 +93,7 @@ class DnnlPool final : public Kernel {
     dnnl::pooling_forward::primitive_desc pd(
         dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algorithm, plan->src_desc, plan->dst_desc,
                                     strides, kernel, pad_l, pad_r),
-        Engine());
+        OwnScratchpad(), Engine());
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::pooling_forward(pd);
     plan->usable = true;

@@ -12,7 +12,7 @@
 namespace inferd::runtime::dnnl_kernels {
 
 struct FusedPostOps {
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = OwnScratchpad();
   int residual_index = -1;  // position of the Add among oneDNN's post-ops
   dnnl::memory::desc residual_desc;
   // The Add as oneDNN's "sum" post-op: the residual is copied into the destination first. The

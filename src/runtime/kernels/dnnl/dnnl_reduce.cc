@@ -72,10 +72,10 @@ class DnnlReduce final : public Kernel {
       const dnnl::memory::desc dst = PlainDesc(ToDims(reduced_dims));
       auto key = std::make_pair(x->shape, reduced_dims);
       auto& primitive = FindOrCreate(primitives_, key, [&] {
-        return dnnl::reduction::primitive_desc(dnnl::reduction::desc(op_.algorithm, src, dst, op_.p, 0.0f), Engine());
+        return dnnl::reduction::primitive_desc(dnnl::reduction::desc(op_.algorithm, src, dst, op_.p, 0.0f), OwnScratchpad(), Engine());
       });
       ASSIGN_OR_RETURN(float* result, AllocateOutputAs<float>(&out[0], DataType::kFp32, out_shape));
-      primitive.first.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(src, x->data.get())}, {DNNL_ARG_DST, Wrap(dst, result)}});
+      RunPrimitive(primitive.first, {{DNNL_ARG_SRC, Wrap(src, x->data.get())}, {DNNL_ARG_DST, Wrap(dst, result)}});
       ThreadStream().wait();
       last_ = primitive.second;
       return Status::Ok();

@@ -85,11 +85,11 @@ class DnnlResize final : public Kernel {
         return dnnl::resampling_forward::primitive_desc(
             dnnl::resampling_forward::desc(dnnl::prop_kind::forward_inference, *algorithm, PlainDesc(ToDims(x->shape)),
                                            PlainDesc(ToDims(geometry->out_shape))),
-            Engine());
+            OwnScratchpad(), Engine());
       });
       if (implementation.rfind("ref", 0) == 0) return fallback_->Run(in, out);
       ASSIGN_OR_RETURN(float* dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, geometry->out_shape));
-      primitive.execute(ThreadStream(), {{DNNL_ARG_SRC, Wrap(PlainDesc(ToDims(x->shape)), x->data.get())},
+      RunPrimitive(primitive, {{DNNL_ARG_SRC, Wrap(PlainDesc(ToDims(x->shape)), x->data.get())},
                                          {DNNL_ARG_DST, Wrap(PlainDesc(ToDims(geometry->out_shape)), dst)}});
       ThreadStream().wait();
       last_ = implementation;

@@ -124,7 +124,7 @@ INFERD_AVX2 void TransformOutputTile2(const float* m, int64_t stride, const floa
 dnnl::matmul MakeProducts(int64_t positions, int64_t tiles, int64_t c, int64_t k) {
   const dnnl::memory::desc v = PlainDesc({positions, tiles, c}), u = PlainDesc({positions, c, k});
   const dnnl::memory::desc m = PlainDesc({positions, tiles, k});
-  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(v, u, m), Engine()));
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(v, u, m), OwnScratchpad(), Engine()));
 }
 
 // F(4x4, 3x3): 6x6 input tiles, 36 products, 4x4 outputs (Lavin and Gray's matrices).
@@ -324,9 +324,9 @@ Status WinogradConv::Run(const float* x, const dnnl::memory& transformed_weights
       const int64_t tiles = std::min(chunk_tiles_, tiles_ - first);
       TransformInput(x, first, tiles, v);
       dnnl::matmul& products = tiles == chunk_tiles_ ? products_ : tail_products_;
-      products.execute(stream, {{DNNL_ARG_SRC, Wrap(PlainDesc({positions_, tiles, c}), v)},
-                                {DNNL_ARG_WEIGHTS, transformed_weights},
-                                {DNNL_ARG_DST, Wrap(PlainDesc({positions_, tiles, k}), m)}});
+      RunPrimitive(products, {{DNNL_ARG_SRC, Wrap(PlainDesc({positions_, tiles, c}), v)},
+                              {DNNL_ARG_WEIGHTS, transformed_weights},
+                              {DNNL_ARG_DST, Wrap(PlainDesc({positions_, tiles, k}), m)}});
       stream.wait();
       TransformOutput(m, first, tiles, bias, residual, y);
     }
