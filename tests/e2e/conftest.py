@@ -7,6 +7,18 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from inferd_harness import Inferd, scalar_identity, write_repository  # noqa: E402
 
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test shows the log of any server that died under it (a crash is otherwise only
+    'connection refused' in the next request)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for server in Inferd.crashed():
+            report.sections.append((f"inferd exited with {server.process.returncode}", server.logs()[-6000:]))
+
+
 # The models every end-to-end test can use. Costs are real busy time in the built-in backends.
 MODELS = {
     "identity_fp32": ("""

@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 import textwrap
 import time
+import weakref
 from pathlib import Path
 
 import requests
@@ -58,7 +59,10 @@ def write_repository(root, models):
 
 
 class Inferd:
+    _started = weakref.WeakSet()
+
     def __init__(self, repository, *extra_args):
+        self._killed = False
         self.http_port = free_port()
         self.metrics_port = free_port()
         self.grpc_port = free_port()
@@ -72,6 +76,7 @@ class Inferd:
              "--metrics-port", str(self.metrics_port),
              "--grpc-address", "127.0.0.1", "--grpc-port", str(self.grpc_port), *extra_args],
             stdout=self.log, stderr=subprocess.STDOUT)
+        Inferd._started.add(self)
         self._wait_live()
 
     # Start-up loads run before the server listens, and a model with planned
@@ -100,9 +105,17 @@ class Inferd:
         return self.process.wait(timeout=timeout)
 
     def kill(self):
+        self._killed = True
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+    @classmethod
+    def crashed(cls):
+        """Servers that ended by themselves with a failure (a signal, a non-zero exit): a test that
+        then fails sees only a refused connection, so conftest.py adds these servers' logs."""
+        return [server for server in list(cls._started)
+                if not server._killed and server.process.poll() not in (None, 0)]
 
     # --- helpers -------------------------------------------------------------------------------
     def infer(self, model, inputs, version=None, outputs=None, parameters=None, timeout=30, **request_kwargs):
