@@ -121,7 +121,8 @@ def test_killing_the_remote_mid_load_opens_the_breaker_and_requests_go_to_the_fa
                                   parameters={"latency_budget_ms": 500, "timeout": int(deadline_s * 1e6)})
             return response, time.monotonic() - start
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        concurrency = 8
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
             first = [pool.submit(call, i) for i in range(40)]
             results = [f.result() for f in first]
             remote.kill()
@@ -131,8 +132,9 @@ def test_killing_the_remote_mid_load_opens_the_breaker_and_requests_go_to_the_fa
         after = [r for r, _ in results[40:]]
         failed = [r for r in after if r.status_code != 200]
         # Until the breaker opens (3 failures in a row), calls to the dead pool fail fast with 503;
-        # then every request goes to the fallback.
-        assert len(failed) <= 8, [r.text for r in failed]
+        # then every request goes to the fallback. The calls admitted before it opened fail too:
+        # the 2 failures before the 3rd, and the 3rd with the others in flight beside it.
+        assert len(failed) <= 2 + concurrency, [r.text for r in failed]
         assert all(r.status_code == 503 and "pool cloud" in r.json()["error"] for r in failed)
         assert [routed_to(r) for r in after[-40:]] == ["model light"] * 40
         # Nothing hung past its deadline.
