@@ -174,7 +174,7 @@ class DnnlConv final : public Kernel {
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->weights.memory}, {DNNL_ARG_DST, target}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, bias->data.get()));
     AddResidualArgument(plan->post_ops, residual, &args);
-    RunPrimitive(c->primitive, args);
+    RunPrimitive(c->primitive, std::move(args));
     if (c->dst_reorder) RunPrimitive(c->dst_reorder, {{DNNL_ARG_FROM, c->primitive_dst}, {DNNL_ARG_TO, tensor_dst}});
     stream.wait();
     if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
@@ -449,7 +449,7 @@ class DnnlConvTranspose final : public Kernel {
       dnnl::memory target = plan.dst_reorder ? plan.primitive_dst : tensor_dst;
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan.weights.memory}, {DNNL_ARG_DST, target}};
       if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
-      RunPrimitive(plan.primitive, args);
+      RunPrimitive(plan.primitive, std::move(args));
       if (plan.dst_reorder) RunPrimitive(plan.dst_reorder, {{DNNL_ARG_FROM, plan.primitive_dst}, {DNNL_ARG_TO, tensor_dst}});
       stream.wait();
       return Status::Ok();

@@ -116,7 +116,7 @@ class DnnlBlockedConcat final : public Kernel {
       for (size_t i = 0; i < in.size(); ++i) {
         args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), Wrap(BlockedDesc(shapes[i]), in[i]->data.get()));
       }
-      RunPrimitive(primitive.first, args);
+      RunPrimitive(primitive.first, std::move(args));
       ThreadStream().wait();
       last_ = primitive.second;
       return Status::Ok();

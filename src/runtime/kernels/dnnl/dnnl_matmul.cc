@@ -144,7 +144,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
                                                {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
     AddResidualArgument(plan.post_ops, residual, &args);
-    RunPrimitive(plan.primitive, args);
+    RunPrimitive(plan.primitive, std::move(args));
     ThreadStream().wait();
     return Status::Ok();
   };
@@ -156,7 +156,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
                                                {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, bias->data.get()));
     AddResidualArgument(conv.post_ops, residual, &args);
-    RunPrimitive(conv.primitive, args);
+    RunPrimitive(conv.primitive, std::move(args));
     ThreadStream().wait();
     return Status::Ok();
   };

@@ -59,7 +59,7 @@ class DnnlLayerNorm final : public Kernel {
                                                  {DNNL_ARG_DST, Wrap(data, dst)},
                                                  {DNNL_ARG_SCALE, Wrap(channel, scale->data.get())}};
       if (has_bias) args.emplace(DNNL_ARG_SHIFT, Wrap(channel, bias->data.get()));
-      RunPrimitive(primitive.first, args);
+      RunPrimitive(primitive.first, std::move(args));
       ThreadStream().wait();
       last_ = primitive.second;
       return Status::Ok();
