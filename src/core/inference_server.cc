@@ -3,6 +3,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "backends/backend.h"
 #include "common/classification.h"
 #include "core/request_validation.h"
@@ -263,7 +266,7 @@ void InferenceServer::RunTicker() {
     lock.Unlock();
     rollouts_->Tick(std::chrono::steady_clock::now());
     KeepWarmIdleModels();
-    if (++ticks_ % 4 == 0) TickForecasts();
+    if (++ticks_ % 4 == 0) TickModels();
     lock.Lock();
   }
 }
@@ -285,15 +288,23 @@ RouterServices InferenceServer::MakeRouterServices() {
   return services;
 }
 
-void InferenceServer::TickForecasts() {
+void InferenceServer::TickModels() {
   // The ticker's wake-ups drift by a few milliseconds a second: the forecast's unit is "one tick".
   std::map<std::string, uint64_t> totals;
+  std::map<std::string, ModelTotals> alert_totals;
   for (const std::shared_ptr<ModelVersion>& model : models_->AllLoaded()) {
     const ModelStats& stats = model->stats();
-    totals[model->name()] += stats.success.count.load(std::memory_order_relaxed) +
-                             stats.fail.count.load(std::memory_order_relaxed);
+    const uint64_t failures = stats.fail.count.load(std::memory_order_relaxed);
+    const uint64_t answered = stats.success.count.load(std::memory_order_relaxed) + failures;
+    totals[model->name()] += answered;
+    ModelTotals& sum = alert_totals[model->name()];
+    sum.requests += answered;
+    sum.failures += failures;
+    const LatencyHistogram::Counts latency = model->latency().Snapshot();
+    for (size_t i = 0; i < latency.size(); ++i) sum.latency[i] += latency[i];
     model->Tick();
   }
+  PublishAlerts(alert_totals);
   const std::map<std::string, double, std::less<>> before = forecasts_.All();
   forecasts_.Tick(totals);
   const std::string horizon = std::to_string(forecasts_.horizon_s());
@@ -302,6 +313,39 @@ void InferenceServer::TickForecasts() {
   }
   for (const auto& [model, predicted] : before) {
     if (!totals.contains(model)) metrics_.RemoveSeries({{"model", model}, {"horizon", horizon}});
+  }
+}
+
+void InferenceServer::PublishAlerts(const std::map<std::string, ModelTotals>& totals) {
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const std::vector<Alert> before = alerts_.Active();
+  alerts_.Tick(totals, now_ms);
+  const std::vector<Alert> after = alerts_.Active();
+  auto labels = [](const std::string& model, const char* series) -> MetricLabels {
+    return {{"model", model}, {"series", series}};
+  };
+  // 1 while an alert is active, 0 otherwise, for every model and series; gone with the model.
+  for (const auto& [model, unused] : totals) {
+    for (const char* series : AlertBoard::kSeries) {
+      const bool active = std::any_of(after.begin(), after.end(),
+                                      [&](const Alert& a) { return a.model == model && a.series == series; });
+      metrics_.AddGauge("inferd_anomaly_alert", labels(model, series))->Set(active ? 1 : 0);
+    }
+  }
+  for (const std::string& model : alerted_models_) {
+    if (!totals.contains(model)) {
+      for (const char* series : AlertBoard::kSeries) metrics_.RemoveSeries(labels(model, series));
+    }
+  }
+  alerted_models_.clear();
+  for (const auto& [model, unused] : totals) alerted_models_.push_back(model);
+  for (const Alert& alert : after) {
+    if (std::none_of(before.begin(), before.end(), [&](const Alert& b) { return b.model == alert.model && b.series == alert.series; })) {
+      spdlog::warn("alert: model '{}' {} = {:.4g}, {:.1f} standard deviations from its mean {:.4g}", alert.model,
+                   alert.series, alert.value, alert.stddev > 0 ? std::abs(alert.value - alert.mean) / alert.stddev : 0.0,
+                   alert.mean);
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #include "lifecycle/model_state.h"
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
+#include "metrics/alert_board.h"
 #include "metrics/metrics_registry.h"
 #include "pipeline/load_forecast.h"
 #include "pipeline/remote_pool.h"
@@ -62,6 +63,8 @@ struct ServerOptions {
   // --prediction-horizon-secs, and with --prediction-period-secs Holt-Winters.
   int64_t prediction_horizon_s = 10;
   ForecastOptions forecast;
+  // The 3-sigma alerts on each model's request rate, error ratio and p99 (--alert-*-secs).
+  AlertRules alert_rules = DefaultAlertRules();
 };
 
 class InferenceServer {
@@ -104,6 +107,8 @@ class InferenceServer {
   StatusOr<RolloutStatus> StartRollout(const std::string& model, RolloutPlan plan);
   StatusOr<RolloutStatus> RollbackRollout(const std::string& model);
   StatusOr<RolloutStatus> Rollout(const std::string& model) const;
+  // The 3-sigma alerts active now (metrics/alert_board.h), for GET /v2/alerts.
+  std::vector<Alert> ActiveAlerts() const { return alerts_.Active(); }
 
   // Load and unload run on a load thread; `done` is called there.
   void LoadModelAsync(std::string name, LoadOverride override, std::function<void(Status)> done);
@@ -138,8 +143,10 @@ class InferenceServer {
   // The ticker thread, 4 times a second: rollouts' guard rails, and keep-warm runs for idle models.
   void RunTicker();
   void KeepWarmIdleModels();
-  // Once a second: every model's request count into the forecasts, routers' own ticks.
-  void TickForecasts();
+  // Once a second: every model's request count into the forecasts and its totals into the
+  // alerts, routers' own ticks.
+  void TickModels();
+  void PublishAlerts(const std::map<std::string, ModelTotals>& totals);
   // The router services every router version gets (its door, pools, load facts).
   RouterServices MakeRouterServices();
   void FinishRequest();
@@ -159,6 +166,8 @@ class InferenceServer {
   MetricsRegistry metrics_;
   std::unique_ptr<BackendRegistry> backends_;
   ForecastBoard forecasts_;  // before models_: routers read it
+  AlertBoard alerts_{options_.alert_rules};
+  std::vector<std::string> alerted_models_;  // the ticker's: models with inferd_anomaly_alert series
   std::unique_ptr<ModelManager> models_;
   std::unique_ptr<RolloutController> rollouts_;
 

@@ -43,6 +43,9 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_predicted_requests_per_second", Type::kGauge,
                     "Forecast request rate `horizon` seconds ahead (Holt / Holt-Winters over per-second counts), "
                     "per model, and per router pool.");
+  registry->Declare("inferd_anomaly_alert", Type::kGauge,
+                    "1 while a 3-sigma alert is active on a model's `series` (request_rate, error_ratio, "
+                    "p99_seconds; metrics/alert_board.h), else 0.");
   registry->Declare("inferd_model_load_failures_total", Type::kCounter,
                     "Loads of a model (or of one of its versions) that failed; what served before keeps serving.");
 }

@@ -170,6 +170,22 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
                    "0: forecast with Holt's linear trend; else Holt-Winters with this seasonal period")
       ->capture_default_str()
       ->envname("INFERD_PREDICTION_PERIOD_SECS");
+  command
+      ->add_option("--alert-window-secs", flags->alert_window_secs,
+                   "3-sigma alerts on each model's request rate, error ratio and p99 (GET /v2/alerts, "
+                   "inferd_anomaly_alert): seconds in the rolling mean and standard deviation")
+      ->capture_default_str()
+      ->envname("INFERD_ALERT_WINDOW_SECS");
+  command
+      ->add_option("--alert-min-secs", flags->alert_min_secs, "Seconds a model is watched before it can alert")
+      ->capture_default_str()
+      ->envname("INFERD_ALERT_MIN_SECS");
+  command
+      ->add_option("--alert-cool-down-secs", flags->alert_cool_down_secs,
+                   "Seconds after an alert clears before the same series can alert again")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 86400))
+      ->envname("INFERD_ALERT_COOL_DOWN_SECS");
   command->add_flag("--log-verbose", flags->log_verbose, "Log debug detail")->envname("INFERD_LOG_VERBOSE");
 }
 
@@ -202,6 +218,16 @@ int RunServe(const ServeFlags& flags) {
   if (Status valid = ValidateForecastOptions(options.forecast); !valid.ok()) {
     spdlog::critical("--prediction-period-secs: {}", valid.message());
     return 1;
+  }
+  for (AnomalyRule* rule : {&options.alert_rules.request_rate, &options.alert_rules.error_ratio,
+                            &options.alert_rules.p99_seconds}) {
+    rule->window = static_cast<size_t>(std::max(0, flags.alert_window_secs));
+    rule->min_samples = static_cast<size_t>(std::max(0, flags.alert_min_secs));
+    rule->cool_down = static_cast<size_t>(flags.alert_cool_down_secs);
+    if (Status valid = rule->Validate(); !valid.ok()) {
+      spdlog::critical("--alert-window-secs / --alert-min-secs: {}", valid.message());
+      return 1;
+    }
   }
   options.threads =
       flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

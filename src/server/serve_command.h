@@ -39,6 +39,9 @@ struct ServeFlags {
   int exit_timeout_secs = 30;
   int prediction_horizon_secs = 10;
   int prediction_period_secs = 0;
+  int alert_window_secs = 120;
+  int alert_min_secs = 30;
+  int alert_cool_down_secs = 60;
   bool log_verbose = false;
 };
 

@@ -238,6 +238,33 @@ std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries) {
   return Done(buffer);
 }
 
+std::string AlertsJson(const std::vector<Alert>& alerts) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("alerts");
+  w.StartArray();
+  for (const Alert& alert : alerts) {
+    w.StartObject();
+    w.Key("model");
+    Str(w, alert.model);
+    w.Key("series");
+    Str(w, alert.series);
+    w.Key("value");
+    w.Double(alert.value);
+    w.Key("mean");
+    w.Double(alert.mean);
+    w.Key("stddev");
+    w.Double(alert.stddev);
+    w.Key("since_unix_ms");
+    w.Int64(alert.since_unix_ms);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Done(buffer);
+}
+
 std::string ReadyJson(const std::string& name, bool ready, const std::string& reason) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

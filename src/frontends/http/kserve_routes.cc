@@ -46,6 +46,10 @@ class KServeRoutes {
       return respond(Json(200, ServerMetadataJson()));
     }
     if (parts[1] == "health" && parts.size() == 3) return respond(Health(request, parts[2]));
+    if (parts[1] == "alerts" && parts.size() == 2) {
+      if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+      return respond(Json(200, AlertsJson(server_->ActiveAlerts())));
+    }
     if (parts[1] == "models" && parts.size() == 3 && parts[2] == "stats") {
       if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
       return respond(Json(200, ModelStatsJson(server_->LoadedModels())));
