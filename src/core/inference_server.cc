@@ -326,7 +326,8 @@ void InferenceServer::PublishAlerts(const std::map<std::string, ModelTotals>& to
     return {{"model", model}, {"series", series}};
   };
   // 1 while an alert is active, 0 otherwise, for every model and series; gone with the model.
-  for (const auto& [model, unused] : totals) {
+  for (const auto& entry : totals) {
+    const std::string& model = entry.first;  // a named variable: clang's lambdas cannot capture a binding
     for (const char* series : AlertBoard::kSeries) {
       const bool active = std::any_of(after.begin(), after.end(),
                                       [&](const Alert& a) { return a.model == model && a.series == series; });
