@@ -1,6 +1,8 @@
 // Counters, gauges and histograms rendered in the Prometheus text format (version 0.0.4).
 //
-// Why our own: Debian 12 ships no prometheus-cpp, and the part we need is small. Updates are
+// Why our own: the part we need is small. Debian 12 does ship prometheus-cpp-dev 1.0.1 (an older
+// note here said it did not); whether its core registry should replace this one is to be decided
+// on measurements (issue 18). Updates are
 // lock-free atomics on objects the caller holds; the registry's mutex guards only the structure
 // (adding and removing series, rendering), so a scrape never blocks inference.
 #pragma once
