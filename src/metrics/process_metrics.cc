@@ -2,32 +2,41 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "metrics/metrics_registry.h"
 
 namespace inferd {
+namespace {
 
-double ProcessCpuSeconds() {
+// Fields of /proc/self/stat, numbered as proc(5) numbers them (1: pid); empty when unreadable.
+std::vector<std::string> StatFields() {
   std::ifstream in("/proc/self/stat");
   std::string line;
   std::getline(in, line);
-  // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-  auto close = line.rfind(')');
-  if (close == std::string::npos) return 0;
+  // The command name (field 2) is parenthesised and may hold spaces: split after its ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 > line.size()) return {};
+  std::vector<std::string> fields{"", "", ""};  // 0 (unused), pid, comm
   std::istringstream rest(line.substr(close + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int index = 3; rest >> field; ++index) {
-    if (index == 14) utime = std::stod(field);
-    if (index == 15) {
-      stime = std::stod(field);
-      break;
-    }
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
+double StatNumber(const std::vector<std::string>& fields, size_t index) {
+  return index < fields.size() ? std::stod(fields[index]) : 0;
+}
+
+}  // namespace
+
+double ProcessCpuSeconds() {
+  const std::vector<std::string> fields = StatFields();
+  // utime and stime, in clock ticks.
+  return (StatNumber(fields, 14) + StatNumber(fields, 15)) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 double ProcessResidentBytes() {
@@ -37,13 +46,29 @@ double ProcessResidentBytes() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
+double ProcessThreads() { return StatNumber(StatFields(), 20); }
+
+double ProcessOpenFds() {
+  std::error_code error;
+  double count = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", error), end; !error && it != end; it.increment(error)) {
+    ++count;
+  }
+  return count;
+}
+
 void RegisterProcessMetrics(MetricsRegistry* registry) {
   registry->Declare("inferd_process_cpu_seconds_total", MetricsRegistry::Type::kCounter,
                     "User and system CPU time of the inferd process.");
   registry->Declare("inferd_process_resident_memory_bytes", MetricsRegistry::Type::kGauge,
                     "Resident memory of the inferd process.");
+  registry->Declare("inferd_process_threads", MetricsRegistry::Type::kGauge, "Threads of the inferd process.");
+  registry->Declare("inferd_process_open_fds", MetricsRegistry::Type::kGauge,
+                    "Open file descriptors of the inferd process: client connections, model files, pipes.");
   registry->AddGaugeFunction("inferd_process_cpu_seconds_total", {}, ProcessCpuSeconds);
   registry->AddGaugeFunction("inferd_process_resident_memory_bytes", {}, ProcessResidentBytes);
+  registry->AddGaugeFunction("inferd_process_threads", {}, ProcessThreads);
+  registry->AddGaugeFunction("inferd_process_open_fds", {}, ProcessOpenFds);
 }
 
 }  // namespace inferd

@@ -159,9 +159,12 @@ def test_metrics_exposed(server):
                    "inferd_request_duration_seconds_bucket", "inferd_queue_duration_seconds_bucket",
                    "inferd_compute_duration_seconds_bucket", "inferd_batch_size_bucket", "inferd_queue_depth",
                    "inferd_inflight_requests", "inferd_model_load_duration_seconds",
-                   "inferd_process_cpu_seconds_total", "inferd_process_resident_memory_bytes"):
+                   "inferd_process_cpu_seconds_total", "inferd_process_resident_memory_bytes",
+                   "inferd_process_threads", "inferd_process_open_fds"):
         assert family in text, family
     assert server.metric("inferd_requests_total", model="identity_fp32", outcome="success") >= 1
+    assert server.metric("inferd_process_threads") >= 4  # main, HTTP, gRPC, an instance at least
+    assert server.metric("inferd_process_open_fds") >= 5  # stdio and the listening sockets at least
 
 
 def test_keep_alive_reuses_one_connection(server):
