@@ -290,21 +290,20 @@ RouterServices InferenceServer::MakeRouterServices() {
 
 void InferenceServer::TickModels() {
   // The ticker's wake-ups drift by a few milliseconds a second: the forecast's unit is "one tick".
-  std::map<std::string, uint64_t> totals;
-  std::map<std::string, ModelTotals> alert_totals;
+  std::map<std::string, ModelTotals> model_totals;  // over each model's versions
   for (const std::shared_ptr<ModelVersion>& model : models_->AllLoaded()) {
     const ModelStats& stats = model->stats();
+    ModelTotals& sum = model_totals[model->name()];
     const uint64_t failures = stats.fail.count.load(std::memory_order_relaxed);
-    const uint64_t answered = stats.success.count.load(std::memory_order_relaxed) + failures;
-    totals[model->name()] += answered;
-    ModelTotals& sum = alert_totals[model->name()];
-    sum.requests += answered;
+    sum.requests += stats.success.count.load(std::memory_order_relaxed) + failures;
     sum.failures += failures;
     const LatencyHistogram::Counts latency = model->latency().Snapshot();
     for (size_t i = 0; i < latency.size(); ++i) sum.latency[i] += latency[i];
     model->Tick();
   }
-  PublishAlerts(alert_totals);
+  PublishAlerts(model_totals);
+  std::map<std::string, uint64_t> totals;
+  for (const auto& [model, sum] : model_totals) totals[model] = sum.requests;
   const std::map<std::string, double, std::less<>> before = forecasts_.All();
   forecasts_.Tick(totals);
   const std::string horizon = std::to_string(forecasts_.horizon_s());
