@@ -46,6 +46,9 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_anomaly_alert", Type::kGauge,
                     "1 while a 3-sigma alert is active on a model's `series` (request_rate, error_ratio, "
                     "p99_seconds; metrics/alert_board.h), else 0.");
+  registry->Declare("inferd_model_max_batch_size", Type::kGauge,
+                    "The version's max_batch_size (batching models only): batch efficiency is "
+                    "rate(inferd_inferences_total) / rate(inferd_executions_total) / this.");
   registry->Declare("inferd_model_load_failures_total", Type::kCounter,
                     "Loads of a model (or of one of its versions) that failed; what served before keeps serving.");
 }

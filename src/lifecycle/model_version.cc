@@ -211,6 +211,11 @@ void ModelVersion::Start() {
   }
   registry_->AddGaugeFunction("inferd_queue_depth", ModelLabels(name(), version_),
                               [raw] { return static_cast<double>(raw->QueueDepth()); });
+  if (config_.max_batch_size() > 0) {
+    // Batch efficiency is rate(inferd_inferences_total) / rate(inferd_executions_total) / this.
+    registry_->AddGauge("inferd_model_max_batch_size", ModelLabels(name(), version_))
+        ->Set(static_cast<double>(config_.max_batch_size()));
+  }
   if (ensemble_) RegisterBreakerStates();
   load_seconds_ += Seconds(NanosBetween(start, SteadyClock::now()));
   metrics_.load_duration->Set(load_seconds_);

@@ -163,6 +163,7 @@ def test_metrics_exposed(server):
                    "inferd_process_threads", "inferd_process_open_fds"):
         assert family in text, family
     assert server.metric("inferd_requests_total", model="identity_fp32", outcome="success") >= 1
+    assert server.metric("inferd_model_max_batch_size", model="identity_fp32", version="1") == 8
     assert server.metric("inferd_process_threads") >= 4  # main, HTTP, gRPC, an instance at least
     assert server.metric("inferd_process_open_fds") >= 5  # stdio and the listening sockets at least
 
