@@ -61,6 +61,18 @@ void ExpectMatchesReference(Session& session, const Graph& graph, const Tensor& 
   }
 }
 
+// Runs a tuned session on `x` once (checked against the reference) with its tuning cache at
+// `file`, and returns what the cache file holds then: the choices a test edits to force others.
+std::string TimedCacheFile(const Graph& graph, const Tensor& x, const std::filesystem::path& file) {
+  auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = file, .persist_tuning = true, .intra_op_threads = 2});
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  if (!session.ok()) return "";
+  ExpectMatchesReference(**session, graph, x);
+  std::stringstream text;
+  text << std::ifstream(file).rdbuf();
+  return text.str();
+}
+
 TEST(TuningTest, BothMatMulCandidatesMatchTheReference) {
   const Graph graph = LinearLayer(24, 40);
   // Untuned, few rows take the 1x1 convolution and many rows the GEMM: both paths are checked.
@@ -139,19 +151,13 @@ TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
   std::filesystem::create_directories(dir);
   const Graph graph = ConvChain();
   const Tensor x = Random({2, 16, 9, 9}, 5);
-  {
-    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = dir / "timed", .persist_tuning = true, .intra_op_threads = 2});
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    ExpectMatchesReference(**session, graph, x);
-  }
-  std::stringstream timed;
-  timed << std::ifstream(dir / "timed").rdbuf();
-  ASSERT_NE(timed.str().find("+winograd2,4"), std::string::npos) << timed.str();
+  const std::string timed = TimedCacheFile(graph, x, dir / "timed");
+  ASSERT_NE(timed.find("+winograd2,4"), std::string::npos) << timed;
   // Whatever the timing chose, force each candidate in turn through an edited cache file: the two
   // Winograd tilings, then oneDNN's first implementation.
   for (int choice : {0, 1, 2}) {
     const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
-    std::ofstream(forced) << std::regex_replace(timed.str(), std::regex("(\\+winograd2,4\t)\\d+"), "$01" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed, std::regex("(\\+winograd2,4\t)\\d+"), "$01" + std::to_string(choice));
     auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
     ASSERT_TRUE(session.ok());
     ExpectMatchesReference(**session, graph, x);
@@ -256,17 +262,11 @@ TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   std::filesystem::create_directories(dir);
   const Graph graph = TwoConvs();
   const Tensor x = Random({4, 8, 12, 12}, 13);
-  {
-    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = dir / "timed", .persist_tuning = true, .intra_op_threads = 2});
-    ASSERT_TRUE(session.ok()) << session.status().ToString();
-    ExpectMatchesReference(**session, graph, x);
-  }
-  std::stringstream timed;
-  timed << std::ifstream(dir / "timed").rdbuf();
+  const std::string timed = TimedCacheFile(graph, x, dir / "timed");
   std::set<std::string> implementations;
   for (int choice : {0, 1, 2}) {
     const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
-    std::ofstream(forced) << std::regex_replace(timed.str(), std::regex("\t\\d+\n"), "\t" + std::to_string(choice) + "\n");
+    std::ofstream(forced) << std::regex_replace(timed, std::regex("\t\\d+\n"), "\t" + std::to_string(choice) + "\n");
     auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
     ASSERT_TRUE(session.ok());
     auto run_on_a_new_thread = [&] {
