@@ -27,6 +27,7 @@ PACKAGES=(
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
   python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
   python3-pil                         # the image pipeline's reference (tests/e2e/test_image_pipeline.py)
+  prometheus                          # promtool: exposition-format and rule tests (tests/metrics)
 )
 # Benchmarks only (`scripts/setup.sh --bench`): the load generators (wrk; h2load from
 # nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, Node.js for ONNX

@@ -37,5 +37,7 @@ inline int64_t ToNanos(Nanos d) { return d.count(); }
 inline int64_t NanosBetween(TimePoint from, TimePoint to) {
   return std::chrono::duration_cast<Nanos>(to - from).count();
 }
+// Nanoseconds as seconds, the unit of every exported duration.
+inline double NanosToSeconds(int64_t nanoseconds) { return static_cast<double>(nanoseconds) * 1e-9; }
 
 }  // namespace inferd

@@ -195,6 +195,7 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
   auto validated = ValidateRequest(model->config(), std::move(request));
   Status checked = validated.ok() ? CheckClassifications(model->config(), classifications) : validated.status();
   if (!checked.ok()) {
+    model->RecordInvalid();
     if (mirrored) routed->mirror->Abandon();
     return finish(checked);
   }
@@ -224,7 +225,10 @@ void InferenceServer::DispatchStep(std::unique_ptr<InferRequest> request, InferC
                                                                 : routed.status());
   }
   auto validated = ValidateRequest(routed->model->config(), std::move(request));
-  if (!validated.ok()) return done(validated.status());
+  if (!validated.ok()) {
+    routed->model->RecordInvalid();
+    return done(validated.status());
+  }
   Enqueue(*routed->model, std::move(validated).value(), done);
 }
 

@@ -5,7 +5,10 @@ namespace inferd {
 void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   using Type = MetricsRegistry::Type;
   registry->Declare("inferd_requests_total", Type::kCounter,
-                    "Inference requests by outcome (success, rejected, timeout, cancelled, failed).");
+                    "Inference requests by outcome: success; invalid (the request did not match the model: "
+                    "HTTP 400, INVALID_ARGUMENT); rejected (queue full or version stopping: 503, UNAVAILABLE); "
+                    "timeout (its deadline or queue timeout passed); cancelled (client gone, or unloaded while "
+                    "queued); failed (the execution failed).");
   registry->Declare("inferd_inferences_total", Type::kCounter,
                     "Inferences performed: the sum of the batch sizes of successful requests.");
   registry->Declare("inferd_executions_total", Type::kCounter,
@@ -33,6 +36,14 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   registry->Declare("inferd_circuit_breaker_state", Type::kGauge,
                     "An ensemble step's or a router target's circuit breaker: 0 closed, 1 open (failing fast or "
                     "to its fallback), 2 half-open (letting probes through).");
+  registry->Declare("inferd_ensemble_step_requests_total", Type::kCounter,
+                    "Requests an ensemble sent to one of its steps (labels step, step_model), by outcome: success, "
+                    "failed (the step's model failed, its queue or breaker refused, or its time limit passed).");
+  registry->Declare("inferd_ensemble_step_duration_seconds_total", Type::kCounter,
+                    "Summed sent-to-answered time of a step's successful answers: divided by the success rate, the "
+                    "step's mean latency.");
+  registry->Declare("inferd_ensemble_step_inflight_requests", Type::kGauge,
+                    "Requests an ensemble has sent to a step and not yet had answered.");
   registry->Declare("inferd_router_rule_matches_total", Type::kCounter,
                     "Requests a router's rule (route.N, route.default) sent to its target.");
   registry->Declare("inferd_router_target_requests_total", Type::kCounter,
@@ -62,6 +73,7 @@ ModelMetrics ModelMetrics::Bind(MetricsRegistry* registry, const std::string& mo
   };
   ModelMetrics m;
   m.success = with_outcome("success");
+  m.invalid = with_outcome("invalid");
   m.rejected = with_outcome("rejected");
   m.timeout = with_outcome("timeout");
   m.cancelled = with_outcome("cancelled");

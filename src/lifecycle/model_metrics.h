@@ -12,7 +12,7 @@ namespace inferd {
 void RegisterModelMetricFamilies(MetricsRegistry* registry);
 
 struct ModelMetrics {
-  std::shared_ptr<Counter> success, rejected, timeout, cancelled, failed;
+  std::shared_ptr<Counter> success, invalid, rejected, timeout, cancelled, failed;
   std::shared_ptr<Counter> inferences, executions, shape_preparations, keep_warm_runs;
   std::shared_ptr<Histogram> request_duration, queue_duration, compute_duration, batch_size;
   std::shared_ptr<Gauge> inflight, load_duration, warmup_duration;

@@ -19,8 +19,6 @@ QueuePolicy QueuePolicyFromConfig(const inference::ModelQueuePolicy& policy) {
           .max_queue_size = policy.max_queue_size()};
 }
 
-double Seconds(int64_t nanoseconds) { return static_cast<double>(nanoseconds) * 1e-9; }
-
 uint64_t NowUnixMillis() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -122,13 +120,28 @@ const std::vector<std::string>* ModelVersion::OutputLabels(std::string_view outp
   return it == output_labels_.end() ? nullptr : &it->second;
 }
 
-void ModelVersion::RegisterBreakerStates() {
+void ModelVersion::RegisterStepMetrics() {
+  // Read at scrape time from the runner's StepStats (the /stats counts): nothing added per request.
   for (size_t i = 0; i < ensemble_->plan().steps.size(); ++i) {
-    if (ensemble_->breaker(i) == nullptr) continue;
     MetricLabels labels = ModelLabels(name(), version_);
     labels.emplace_back("step", std::to_string(i + 1));
     labels.emplace_back("step_model", ensemble_->plan().steps[i].model_name);
-    registry_->AddGaugeFunction("inferd_circuit_breaker_state", labels, [runner = ensemble_, i] {
+    auto read = [runner = ensemble_, i](auto field) {
+      return [runner, i, field] { return static_cast<double>((runner->step_stats(i).*field).load(std::memory_order_relaxed)); };
+    };
+    auto with_outcome = [&](const char* outcome) {
+      MetricLabels l = labels;
+      l.emplace_back("outcome", outcome);
+      return l;
+    };
+    registry_->AddScrapedValue("inferd_ensemble_step_requests_total", with_outcome("success"), read(&StepStats::success));
+    registry_->AddScrapedValue("inferd_ensemble_step_requests_total", with_outcome("failed"), read(&StepStats::fail));
+    registry_->AddScrapedValue("inferd_ensemble_step_inflight_requests", labels, read(&StepStats::in_flight));
+    registry_->AddScrapedValue("inferd_ensemble_step_duration_seconds_total", labels, [runner = ensemble_, i] {
+      return NanosToSeconds(static_cast<int64_t>(runner->step_stats(i).total_ns.load(std::memory_order_relaxed)));
+    });
+    if (ensemble_->breaker(i) == nullptr) continue;
+    registry_->AddScrapedValue("inferd_circuit_breaker_state", labels, [runner = ensemble_, i] {
       return static_cast<double>(runner->breaker(i)->state());
     });
   }
@@ -193,8 +206,8 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Prepare(const ModelConfig&
   RETURN_IF_ERROR(ReadOutputLabels(config, version_dir.parent_path(), &model->output_labels_));
   int64_t warmup_ns = 0;
   RETURN_IF_ERROR(BuildInstances(config, version_dir, context, &model->prepared_, &warmup_ns));
-  model->load_seconds_ = Seconds(NanosBetween(start, SteadyClock::now()));
-  model->warmup_seconds_ = Seconds(warmup_ns);
+  model->load_seconds_ = NanosToSeconds(NanosBetween(start, SteadyClock::now()));
+  model->warmup_seconds_ = NanosToSeconds(warmup_ns);
   return model;
 }
 
@@ -209,15 +222,15 @@ void ModelVersion::Start() {
     prepared_.clear();
     instances_->Start();
   }
-  registry_->AddGaugeFunction("inferd_queue_depth", ModelLabels(name(), version_),
+  registry_->AddScrapedValue("inferd_queue_depth", ModelLabels(name(), version_),
                               [raw] { return static_cast<double>(raw->QueueDepth()); });
   if (config_.max_batch_size() > 0) {
     // Batch efficiency is rate(inferd_inferences_total) / rate(inferd_executions_total) / this.
     registry_->AddGauge("inferd_model_max_batch_size", ModelLabels(name(), version_))
         ->Set(static_cast<double>(config_.max_batch_size()));
   }
-  if (ensemble_) RegisterBreakerStates();
-  load_seconds_ += Seconds(NanosBetween(start, SteadyClock::now()));
+  if (ensemble_) RegisterStepMetrics();
+  load_seconds_ += NanosToSeconds(NanosBetween(start, SteadyClock::now()));
   metrics_.load_duration->Set(load_seconds_);
   metrics_.warmup_duration->Set(warmup_seconds_);
   last_activity_ns_.store(clock_->Now().time_since_epoch().count());
@@ -247,7 +260,7 @@ void ModelVersion::CancelQueued() {
 
 ModelVersion::Timings ModelVersion::timings() const {
   const int64_t first = first_request_ns_.load();
-  return {load_seconds_, warmup_seconds_, first < 0 ? -1.0 : Seconds(first)};
+  return {load_seconds_, warmup_seconds_, first < 0 ? -1.0 : NanosToSeconds(first)};
 }
 
 Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
@@ -330,7 +343,7 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
   last_activity_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   const int64_t total_ns = NanosBetween(timings.enqueued, now);
   metrics_.inflight->Add(-1);
-  metrics_.request_duration->Observe(Seconds(total_ns));
+  metrics_.request_duration->Observe(NanosToSeconds(total_ns));
   if (result.ok()) {
     const int64_t queue_ns = NanosBetween(timings.enqueued, timings.exec_start);
     stats_.success.Add(total_ns);
@@ -339,7 +352,7 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
       int64_t unset = -1;
       if (first_request_ns_.compare_exchange_strong(unset, total_ns)) {
         registry_->AddGauge("inferd_model_first_request_duration_seconds", ModelLabels(name(), version_))
-            ->Set(Seconds(total_ns));
+            ->Set(NanosToSeconds(total_ns));
       }
     }
     stats_.queue.Add(queue_ns);
@@ -354,8 +367,8 @@ void ModelVersion::OnComplete(StatusOr<InferResponse> result, const RequestTimin
     stats_.last_inference_ms.store(NowUnixMillis(), std::memory_order_relaxed);
     metrics_.success->Increment();
     metrics_.inferences->Increment(static_cast<uint64_t>(batch_size));
-    metrics_.queue_duration->Observe(Seconds(queue_ns));
-    metrics_.compute_duration->Observe(Seconds(NanosBetween(timings.exec_start, timings.output_done)));
+    metrics_.queue_duration->Observe(NanosToSeconds(queue_ns));
+    metrics_.compute_duration->Observe(NanosToSeconds(NanosBetween(timings.exec_start, timings.output_done)));
   } else {
     stats_.fail.Add(total_ns);
     switch (result.status().code()) {

@@ -70,6 +70,9 @@ class ModelVersion {
   // answers through its own copy of the callback with the returned status (the failure is already
   // counted), or, when the version was stopped, may queue it on the one that replaced it.
   Status Enqueue(ValidatedRequest&& validated, InferCallback done);
+  // Counts a request this version refused before queueing it (validation failed):
+  // inferd_requests_total{outcome="invalid"}. Not in the statistics, which count what ran.
+  void RecordInvalid() { metrics_.invalid->Increment(); }
   // Takes no new requests: a reload or unload retired it (StopAndDrain).
   bool stopped() const;
 
@@ -127,8 +130,9 @@ class ModelVersion {
   void OnExecution(const ExecutionReport& report);
   // An ensemble's or a router's run: its timings are its steps' or its target's.
   Status EnqueueCompositeRun(ValidatedRequest&& validated, InferCallback done);
-  // inferd_circuit_breaker_state, one series per step that has a breaker.
-  void RegisterBreakerStates();
+  // An ensemble's per-step series (labels step, step_model): requests by outcome, the summed time
+  // of successful answers, in flight; inferd_circuit_breaker_state for each step with a breaker.
+  void RegisterStepMetrics();
 
   const ModelConfig config_;
   const int64_t version_;

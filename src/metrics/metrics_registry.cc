@@ -117,7 +117,7 @@ std::shared_ptr<Histogram> MetricsRegistry::AddHistogram(const std::string& fami
   return series.histogram;
 }
 
-void MetricsRegistry::AddGaugeFunction(const std::string& family, const MetricLabels& labels,
+void MetricsRegistry::AddScrapedValue(const std::string& family, const MetricLabels& labels,
                                        std::function<double()> read) {
   MutexLock lock(&mu_);
   AddSeries(family, labels).read = std::move(read);

@@ -79,7 +79,7 @@ class MetricsRegistry {
                                           std::vector<double> upper_bounds);
   // A gauge read at scrape time (queue depth, process memory). The function must stay valid until
   // the series is removed.
-  void AddGaugeFunction(const std::string& family, const MetricLabels& labels, std::function<double()> read);
+  void AddScrapedValue(const std::string& family, const MetricLabels& labels, std::function<double()> read);
 
   // Removes every series whose labels include all of `subset` (e.g. one model version).
   void RemoveSeries(const MetricLabels& subset);

@@ -57,6 +57,37 @@ double ProcessOpenFds() {
   return count;
 }
 
+namespace {
+
+// Lines of /proc/net/tcp: "sl local_address rem_address st ...", addresses as HEXIP:HEXPORT and
+// the state in hex (01: ESTABLISHED).
+double CountEstablished(const char* table, int port) {
+  std::ifstream in(table);
+  std::string line;
+  std::getline(in, line);  // the header
+  double count = 0;
+  for (std::string slot, local, remote, state; in >> slot >> local >> remote >> state; in.ignore(1 << 20, '\n')) {
+    const auto colon = local.rfind(':');
+    if (colon == std::string::npos || state != "01") continue;
+    if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+double EstablishedConnections(int port) {
+  return CountEstablished("/proc/net/tcp", port) + CountEstablished("/proc/net/tcp6", port);
+}
+
+void RegisterConnectionMetrics(MetricsRegistry* registry, const std::vector<std::pair<std::string, int>>& listeners) {
+  registry->Declare("inferd_open_connections", MetricsRegistry::Type::kGauge,
+                    "Client connections open on a listener (http, grpc, metrics), from the kernel's TCP table.");
+  for (const auto& [name, port] : listeners) {
+    registry->AddScrapedValue("inferd_open_connections", {{"listener", name}}, [port] { return EstablishedConnections(port); });
+  }
+}
+
 void RegisterProcessMetrics(MetricsRegistry* registry) {
   registry->Declare("inferd_process_cpu_seconds_total", MetricsRegistry::Type::kCounter,
                     "User and system CPU time of the inferd process.");
@@ -65,10 +96,10 @@ void RegisterProcessMetrics(MetricsRegistry* registry) {
   registry->Declare("inferd_process_threads", MetricsRegistry::Type::kGauge, "Threads of the inferd process.");
   registry->Declare("inferd_process_open_fds", MetricsRegistry::Type::kGauge,
                     "Open file descriptors of the inferd process: client connections, model files, pipes.");
-  registry->AddGaugeFunction("inferd_process_cpu_seconds_total", {}, ProcessCpuSeconds);
-  registry->AddGaugeFunction("inferd_process_resident_memory_bytes", {}, ProcessResidentBytes);
-  registry->AddGaugeFunction("inferd_process_threads", {}, ProcessThreads);
-  registry->AddGaugeFunction("inferd_process_open_fds", {}, ProcessOpenFds);
+  registry->AddScrapedValue("inferd_process_cpu_seconds_total", {}, ProcessCpuSeconds);
+  registry->AddScrapedValue("inferd_process_resident_memory_bytes", {}, ProcessResidentBytes);
+  registry->AddScrapedValue("inferd_process_threads", {}, ProcessThreads);
+  registry->AddScrapedValue("inferd_process_open_fds", {}, ProcessOpenFds);
 }
 
 }  // namespace inferd

@@ -12,8 +12,6 @@ namespace {
 
 constexpr size_t kLatencyWindowSeconds = 10;
 
-double Seconds(int64_t nanoseconds) { return static_cast<double>(nanoseconds) * 1e-9; }
-
 std::optional<RouteValue> ParameterValue(const InferParameter& parameter) {
   return std::visit(
       [](const auto& value) -> std::optional<RouteValue> {
@@ -313,7 +311,7 @@ class RouterRun : public std::enable_shared_from_this<RouterRun>, public RouteFa
       return Finish(Status(result.status().code(), where + ": " + result.status().message()));
     }
     stats.latency.Observe(took_ns);
-    runner_->target_durations_[index]->Observe(Seconds(took_ns));
+    runner_->target_durations_[index]->Observe(NanosToSeconds(took_ns));
     queue_ns_ += result->queue_ns;
     compute_ns_ += result->compute_ns;
     if (tier_ && *tier_ + 1 < plan_.cascade->tiers.size()) {
@@ -432,7 +430,7 @@ void RouterRunner::RegisterMetrics() {
     if (metrics == nullptr) continue;
     std::weak_ptr<RouterRunner> weak = weak_from_this();
     if (breakers_[i]) {
-      metrics->AddGaugeFunction("inferd_circuit_breaker_state", labels, [weak, i] {
+      metrics->AddScrapedValue("inferd_circuit_breaker_state", labels, [weak, i] {
         auto self = weak.lock();
         return self ? static_cast<double>(self->breakers_[i]->state()) : 0.0;
       });
@@ -440,7 +438,7 @@ void RouterRunner::RegisterMetrics() {
     if (pools_[i]) {
       MetricLabels forecast = labelled("pool", targets_[i].name);
       forecast.emplace_back("horizon", std::to_string(services_.forecast_horizon_s));
-      metrics->AddGaugeFunction("inferd_predicted_requests_per_second", forecast, [weak, i] {
+      metrics->AddScrapedValue("inferd_predicted_requests_per_second", forecast, [weak, i] {
         auto self = weak.lock();
         return self ? self->stats_[i]->predicted_rps.load(std::memory_order_relaxed) : 0.0;
       });

@@ -6,6 +6,8 @@
 #include <csignal>
 #include <limits>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/stop_signals.h"
 #include "core/inference_server.h"
@@ -14,6 +16,7 @@
 #include "pipeline/grpc_pool.h"
 #include "frontends/http/kserve_routes.h"
 #include "frontends/http/tfserving_routes.h"
+#include "metrics/process_metrics.h"
 
 namespace inferd {
 
@@ -269,6 +272,9 @@ int RunServe(const ServeFlags& flags) {
       return 1;
     }
   }
+  std::vector<std::pair<std::string, int>> listeners{{"http", http.port()}, {"metrics", metrics.port()}};
+  if (flags.allow_grpc) listeners.emplace_back("grpc", grpc.port());
+  RegisterConnectionMetrics(&server.metrics(), listeners);
   spdlog::info("inferd serving: HTTP on {}:{}, {}metrics on {}:{}/metrics", flags.http_address, http.port(),
                flags.allow_grpc ? fmt::format("gRPC on {}:{}, ", flags.grpc_address, grpc.port()) : "",
                flags.http_address, metrics.port());

@@ -119,6 +119,13 @@ def test_a_chain_answers_over_every_protocol_and_its_steps_are_the_models_own(tm
         assert [s["model_name"] for s in steps] == ["first", "second", "last"]
         assert all(s["success_count"] == 4 and s["in_flight"] == 0 for s in steps)
         assert all(s["total_ns"] >= s["queue_ns"] + s["compute_ns"] > 0 for s in steps)
+        # The same counts per step in /metrics: the call topology a dashboard draws.
+        for number, step in enumerate(steps, start=1):
+            labels = {"model": "chain", "step": str(number), "step_model": step["model_name"]}
+            assert server.metric("inferd_ensemble_step_requests_total", outcome="success", **labels) == 4
+            assert server.metric("inferd_ensemble_step_requests_total", outcome="failed", **labels) == 0
+            assert server.metric("inferd_ensemble_step_inflight_requests", **labels) == 0
+            assert abs(server.metric("inferd_ensemble_step_duration_seconds_total", **labels) - step["total_ns"] / 1e9) < 1e-6
     finally:
         server.kill()
 

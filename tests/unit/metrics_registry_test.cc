@@ -16,7 +16,7 @@ TEST(MetricsRegistryTest, RendersPrometheusText) {
   histogram->Observe(0.05);
   histogram->Observe(0.5);
   histogram->Observe(5);
-  registry.AddGaugeFunction("depth", {}, [] { return 4.0; });
+  registry.AddScrapedValue("depth", {}, [] { return 4.0; });
   std::string text = registry.RenderText();
   EXPECT_NE(text.find("# TYPE x_total counter"), std::string::npos);
   EXPECT_NE(text.find("x_total{model=\"m\\\"1\"} 3\n"), std::string::npos) << text;

@@ -2,8 +2,11 @@
 // work, resident memory is there.
 #include "metrics/process_metrics.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,6 +40,55 @@ TEST(ProcessMetricsTest, CpuTimeGrowsWithWorkAndMemoryIsResident) {
   while (std::chrono::steady_clock::now() < until) sink = sink + 1;
   EXPECT_GT(ProcessCpuSeconds(), before + 0.1);
   EXPECT_GT(ProcessResidentBytes(), 1 << 20);
+}
+
+// A listener on a free loopback port; returns its fd and sets *port.
+int ListenOnLoopback(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
+int ConnectTo(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(ProcessMetricsTest, ConnectionsToAPortAreCountedOnItsSideOnly) {
+  int port = 0;
+  const int listener = ListenOnLoopback(&port);
+  ASSERT_GE(listener, 0);
+  EXPECT_EQ(EstablishedConnections(port), 0);  // a listening socket is not a connection
+  const int first = ConnectTo(port), second = ConnectTo(port);
+  ASSERT_GE(first, 0);
+  ASSERT_GE(second, 0);
+  // The accepted ends have local port `port`; the clients' ends have ephemeral local ports.
+  EXPECT_EQ(EstablishedConnections(port), 2);
+  const int accepted = accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  close(accepted);
+  close(first);
+  EXPECT_EQ(EstablishedConnections(port), 1);
+  close(second);
+  close(listener);
+  EXPECT_EQ(EstablishedConnections(port), 0);
 }
 
 }  // namespace
