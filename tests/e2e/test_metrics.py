@@ -92,6 +92,15 @@ def test_promtool_accepts_the_exposition_and_docs_list_every_family(server):
     assert documented - declared == set(), "in docs/METRICS.md but not exported"
 
 
+def test_the_prometheus_rules_read_only_exported_metrics(server):
+    declared = declared_families(requests.get(server.metrics_url, timeout=5).text)
+    rules = (REPO_ROOT / "deploy" / "prometheus" / "inferd-rules.yml").read_text()
+    # Raw metric names, not the recorded series' names (level:metric:operation).
+    raw = re.findall(r"(?<![:\w])(inferd_[a-z_]+)(?![:\w])", rules)
+    used = {re.sub(r"_(bucket|sum|count)$", "", name) for name in raw}
+    assert used and used - declared == set()
+
+
 def test_a_request_that_does_not_match_its_model_counts_as_invalid(server):
     before = server.metric("inferd_requests_total", model="scalar", outcome="invalid")
     wrong_shape = [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]
