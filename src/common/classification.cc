@@ -14,7 +14,9 @@ void ReadValues(const Tensor& tensor, std::vector<double>* values) {
   for (T value : tensor.values<T>()) values->push_back(static_cast<double>(value));
 }
 
-StatusOr<std::vector<double>> AsDoubles(const Tensor& tensor) {
+}  // namespace
+
+StatusOr<std::vector<double>> TensorAsDoubles(const Tensor& tensor) {
   std::vector<double> values;
   switch (tensor.dtype) {
     case DataType::kFp32: ReadValues<float>(tensor, &values); break;
@@ -37,6 +39,8 @@ StatusOr<std::vector<double>> AsDoubles(const Tensor& tensor) {
   return values;
 }
 
+namespace {
+
 std::string FormatValue(double value) {
   char text[32];
   auto [end, error] = std::to_chars(text, text + sizeof(text), value);
@@ -46,7 +50,7 @@ std::string FormatValue(double value) {
 }  // namespace
 
 StatusOr<std::vector<ClassScore>> TopClasses(const Tensor& scores, int64_t rows, size_t count) {
-  ASSIGN_OR_RETURN(std::vector<double> values, AsDoubles(scores));
+  ASSIGN_OR_RETURN(std::vector<double> values, TensorAsDoubles(scores));
   if (rows <= 0 || values.size() % static_cast<size_t>(rows) != 0) {
     return Status::InvalidArgument("output '" + scores.name + "' does not split into " + std::to_string(rows) + " rows");
   }

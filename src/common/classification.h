@@ -23,6 +23,9 @@ struct ClassScore {
 // min(count, classes) best, row after row. Numeric tensors only.
 StatusOr<std::vector<ClassScore>> TopClasses(const Tensor& scores, int64_t rows, size_t count);
 
+// A numeric tensor's elements as doubles; INVALID_ARGUMENT for BYTES and BOOL.
+StatusOr<std::vector<double>> TensorAsDoubles(const Tensor& tensor);
+
 // A label file: one label per line, line i naming class i (Triton's label_filename).
 StatusOr<std::vector<std::string>> ReadLabelFile(const std::filesystem::path& path);
 

@@ -57,6 +57,16 @@ InferCallback Classifying(std::shared_ptr<ModelVersion> model, Classifications c
   };
 }
 
+// Remembers what the answer predicted, for feedback (the parameter "quality"). Wrapped outside
+// Classifying, so it sees the scores before they turn into strings.
+InferCallback RecordingPrediction(std::shared_ptr<ModelVersion> model, std::string id, int64_t rows,
+                                  InferCallback finish) {
+  return [model = std::move(model), id = std::move(id), rows, finish = std::move(finish)](StatusOr<InferResponse> result) {
+    if (result.ok()) model->quality()->RecordPrediction(id, result->outputs, model->config().max_batch_size() > 0 ? rows : 1);
+    finish(std::move(result));
+  };
+}
+
 }  // namespace
 
 InferenceServer::InferenceServer(ServerOptions options)
@@ -162,6 +172,56 @@ std::vector<ModelView> Views(const std::vector<std::shared_ptr<ModelVersion>>& m
 }
 }  // namespace
 
+namespace {
+
+// The loaded versions of `model` that track quality, newest first (`version` 0: all).
+StatusOr<std::vector<std::shared_ptr<ModelVersion>>> TrackingVersions(const ModelManager& models, std::string_view model,
+                                                                        int64_t version) {
+  std::vector<std::shared_ptr<ModelVersion>> loaded;
+  if (version != 0) {
+    ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> one, models.Find(model, version));
+    loaded.push_back(std::move(one));
+  } else {
+    loaded = models.LoadedVersions(model);
+    if (loaded.empty()) RETURN_IF_ERROR(models.Find(model, 0).status());
+  }
+  std::erase_if(loaded, [](const auto& v) { return v->quality() == nullptr; });
+  if (loaded.empty()) {
+    return Status::FailedPrecondition("model '" + std::string(model) +
+                                      "' keeps no predictions for feedback: its config has no parameter 'quality'");
+  }
+  std::ranges::sort(loaded, std::greater<>(), [](const auto& v) { return v->version(); });
+  return loaded;
+}
+
+}  // namespace
+
+StatusOr<std::vector<FeedbackOutcome>> InferenceServer::AddFeedback(std::string_view model, int64_t version,
+                                                                    const std::vector<FeedbackItem>& items) {
+  ASSIGN_OR_RETURN(auto tracking, TrackingVersions(*models_, model, version));
+  std::vector<FeedbackOutcome> outcomes;
+  outcomes.reserve(items.size());
+  for (const FeedbackItem& item : items) {
+    auto knows = std::ranges::find_if(tracking, [&](const auto& v) { return v->quality()->Knows(item.id); });
+    if (!item.well_formed || knows == tracking.end()) {
+      const FeedbackOutcome outcome = item.well_formed ? FeedbackOutcome::kUnknown : FeedbackOutcome::kInvalid;
+      tracking.front()->quality()->Count(outcome);
+      outcomes.push_back(outcome);
+    } else {
+      outcomes.push_back((*knows)->quality()->AddFeedback(item.id, item.labels));
+    }
+  }
+  return outcomes;
+}
+
+StatusOr<std::vector<std::pair<int64_t, QualityReport>>> InferenceServer::QualityReports(std::string_view model,
+                                                                                        int64_t version) const {
+  ASSIGN_OR_RETURN(auto tracking, TrackingVersions(*models_, model, version));
+  std::vector<std::pair<int64_t, QualityReport>> reports;
+  for (const auto& v : tracking) reports.emplace_back(v->version(), v->quality()->Report());
+  return reports;
+}
+
 std::vector<ModelView> InferenceServer::LoadedModels() const { return Views(models_->AllLoaded()); }
 
 std::vector<ModelView> InferenceServer::LoadedVersions(std::string_view name) const {
@@ -200,6 +260,9 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
     return finish(checked);
   }
   if (!classifications.empty()) finish = Classifying(model, std::move(classifications), std::move(finish));
+  if (model->quality() != nullptr && !validated->request->id.empty()) {
+    finish = RecordingPrediction(model, validated->request->id, validated->batch_size, std::move(finish));
+  }
   if (mirrored) finish = SendMirrored(std::move(routed->mirror), model->version(), std::move(mirrored), std::move(finish));
   Enqueue(*model, std::move(validated).value(), finish);
 }

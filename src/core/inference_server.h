@@ -23,6 +23,7 @@
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
 #include "metrics/alert_board.h"
+#include "metrics/quality_tracker.h"
 #include "metrics/metrics_registry.h"
 #include "pipeline/load_forecast.h"
 #include "pipeline/remote_pool.h"
@@ -107,6 +108,15 @@ class InferenceServer {
   StatusOr<RolloutStatus> StartRollout(const std::string& model, RolloutPlan plan);
   StatusOr<RolloutStatus> RollbackRollout(const std::string& model);
   StatusOr<RolloutStatus> Rollout(const std::string& model) const;
+  // Ground truth for past predictions (metrics/quality_tracker.h): each item goes to the loaded
+  // version of `model` that remembers its id (`version` 0: any); an id none remembers counts as
+  // unknown, and a malformed item as invalid, on the newest version that tracks quality. One
+  // outcome per item. NOT_FOUND for an unknown model; FAILED_PRECONDITION when no loaded version
+  // has the parameter "quality".
+  StatusOr<std::vector<FeedbackOutcome>> AddFeedback(std::string_view model, int64_t version,
+                                                     const std::vector<FeedbackItem>& items);
+  // Each tracking version's report (`version` 0: all loaded), newest first.
+  StatusOr<std::vector<std::pair<int64_t, QualityReport>>> QualityReports(std::string_view model, int64_t version) const;
   // The 3-sigma alerts active now (metrics/alert_board.h), for GET /v2/alerts.
   std::vector<Alert> ActiveAlerts() const { return alerts_.Active(); }
 

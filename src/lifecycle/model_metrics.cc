@@ -1,9 +1,12 @@
 #include "lifecycle/model_metrics.h"
 
+#include "metrics/quality_tracker.h"
+
 namespace inferd {
 
 void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   using Type = MetricsRegistry::Type;
+  QualityTracker::RegisterMetricFamilies(registry);
   registry->Declare("inferd_requests_total", Type::kCounter,
                     "Inference requests by outcome: success; invalid (the request did not match the model: "
                     "HTTP 400, INVALID_ARGUMENT); rejected (queue full or version stopping: 503, UNAVAILABLE); "

@@ -83,6 +83,16 @@ Status ReadOutputLabels(const ModelConfig& config, const std::filesystem::path& 
   return Status::Ok();
 }
 
+// The parameter "quality", checked against the config's outputs; none without it.
+StatusOr<std::optional<QualitySpec>> QualitySpecOf(const ModelConfig& config) {
+  const std::optional<std::string> text = ConfigParameter(config, "quality");
+  if (!text) return std::optional<QualitySpec>();
+  ASSIGN_OR_RETURN(QualitySpec spec, ParseQualitySpec(*text));
+  const bool known = std::ranges::any_of(config.output(), [&](const auto& output) { return output.name() == spec.output; });
+  if (!known) return Status::InvalidArgument("parameter 'quality': the model has no output '" + spec.output + "'");
+  return std::optional<QualitySpec>(std::move(spec));
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareEnsemble(const ModelConfig& config, int64_t version,
@@ -93,6 +103,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareEnsemble(const Mode
   auto runner = EnsembleRunner::Create(std::move(plan), version, std::move(dispatch), context.clock);
   std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, std::move(runner), nullptr, context));
   RETURN_IF_ERROR(ReadOutputLabels(config, model_dir, &model->output_labels_));
+  ASSIGN_OR_RETURN(model->quality_spec_, QualitySpecOf(config));
   return model;
 }
 
@@ -204,6 +215,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Prepare(const ModelConfig&
     model->keep_warm_interval_ = std::chrono::seconds(keep_warm_seconds);
   }
   RETURN_IF_ERROR(ReadOutputLabels(config, version_dir.parent_path(), &model->output_labels_));
+  ASSIGN_OR_RETURN(model->quality_spec_, QualitySpecOf(config));
   int64_t warmup_ns = 0;
   RETURN_IF_ERROR(BuildInstances(config, version_dir, context, &model->prepared_, &warmup_ns));
   model->load_seconds_ = NanosToSeconds(NanosBetween(start, SteadyClock::now()));
@@ -230,6 +242,11 @@ void ModelVersion::Start() {
         ->Set(static_cast<double>(config_.max_batch_size()));
   }
   if (ensemble_) RegisterStepMetrics();
+  if (quality_spec_) {
+    const std::vector<std::string>* labels = OutputLabels(quality_spec_->output);
+    quality_ = std::make_unique<QualityTracker>(*quality_spec_, labels ? *labels : std::vector<std::string>{},
+                                                registry_, ModelLabels(name(), version_), clock_);
+  }
   load_seconds_ += NanosToSeconds(NanosBetween(start, SteadyClock::now()));
   metrics_.load_duration->Set(load_seconds_);
   metrics_.warmup_duration->Set(warmup_seconds_);

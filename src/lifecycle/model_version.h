@@ -13,6 +13,7 @@
 #include <map>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "lifecycle/model_stats.h"
 #include "lifecycle/response_orderer.h"
 #include "metrics/latency_histogram.h"
+#include "metrics/quality_tracker.h"
 #include "pipeline/ensemble_runner.h"
 #include "pipeline/router_runner.h"
 #include "scheduler/scheduler.h"
@@ -109,6 +111,9 @@ class ModelVersion {
   const LatencyHistogram& latency() const { return latency_; }
   // Requests waiting in the queue; for an ensemble, runs in flight (its steps queue at their models).
   size_t QueueDepth() const;
+  // Set when the config has the parameter "quality": predictions kept for feedback
+  // (metrics/quality_tracker.h). Internally synchronised.
+  QualityTracker* quality() const { return quality_.get(); }
   // Set for an ensemble's version: its plan and per-step statistics.
   const EnsembleRunner* ensemble() const { return ensemble_.get(); }
   // Set for a router's version: its plan and per-target statistics.
@@ -154,6 +159,8 @@ class ModelVersion {
   std::shared_ptr<EnsembleRunner> ensemble_;  // an ensemble's (then no scheduler, no instances)
   std::shared_ptr<RouterRunner> router_;      // a router's (then no scheduler, no instances)
   std::map<std::string, std::vector<std::string>, std::less<>> output_labels_;
+  std::optional<QualitySpec> quality_spec_;       // parameter "quality", read at Prepare
+  std::unique_ptr<QualityTracker> quality_;       // made at Start from it
 };
 
 // Scheduler settings from the config's dynamic_batching (or its absence).

@@ -1,6 +1,6 @@
 // libFuzzer target for the KServe v2 request parsers: inference requests (JSON and the binary
 // tensor extension), the repository load request's body (Triton's config and file overrides), and
-// the bodies of inferd's traffic and rollout routes.
+// the bodies of inferd's traffic, rollout and feedback routes.
 // Input layout: the first byte chooses whether an Inference-Header-Content-Length is given, the
 // next two bytes give it (little-endian), the rest is the HTTP body.
 #include <cstddef>
@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)inferd::ParseLoadRequest(*body);
   (void)inferd::ParseTrafficRequest(*body);
   (void)inferd::ParseRolloutRequest(*body);
+  (void)inferd::ParseFeedbackRequest(*body);
   auto parsed = inferd::ParseInferRequest(body, json_length);
   if (parsed.ok()) {
     // Whatever parses must also encode back without trouble.

@@ -353,5 +353,30 @@ TEST(LifecycleCodecTest, RolloutAgreementGuard) {
   }
 }
 
+TEST(LifecycleCodecTest, FeedbackIsOneItemOrABatchWhoseBadItemsAreKeptAsInvalid) {
+  auto one = ParseFeedbackRequest(R"({"id": "r1", "label": "cat"})");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].id, "r1");
+  EXPECT_EQ(std::get<std::string>((*one)[0].labels.at(0)), "cat");
+
+  auto batch = ParseFeedbackRequest(
+      R"({"feedback": [{"id": "a", "label": [1, 2.5]}, {"id": 7, "label": 1}, {"id": "b"}, {"id": "c", "label": []}, 3]})");
+  ASSERT_TRUE(batch.ok()) << batch.status().message();
+  ASSERT_EQ(batch->size(), 5u);
+  EXPECT_TRUE((*batch)[0].well_formed);
+  EXPECT_EQ(std::get<double>((*batch)[0].labels.at(1)), 2.5);
+  for (size_t i = 1; i < 5; ++i) EXPECT_FALSE((*batch)[i].well_formed) << i;
+
+  for (const char* bad : {"", "[]", R"({"label": 1})", R"({"id": "", "label": 1})", R"({"feedback": 1})",
+                          R"({"feedback": [], "id": "a"})"}) {
+    auto parsed = ParseFeedbackRequest(bad);
+    EXPECT_FALSE(parsed.ok()) << bad;
+    if (!parsed.ok()) {
+      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace inferd

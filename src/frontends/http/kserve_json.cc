@@ -1,5 +1,7 @@
 #include "frontends/http/kserve_json.h"
 
+#include <array>
+
 #include "frontends/http/lifecycle_codec.h"
 
 #include <rapidjson/stringbuffer.h>
@@ -357,6 +359,115 @@ std::string RolloutJson(const RolloutStatus& status) {
   w.Bool(status.baseline_retired);
   w.Key("retire_in_seconds");
   w.Int64(status.retire_in_seconds);
+  w.EndObject();
+  return Done(buffer);
+}
+
+std::string FeedbackResultJson(const std::vector<FeedbackItem>& items, const std::vector<FeedbackOutcome>& outcomes) {
+  std::array<uint64_t, kFeedbackOutcomes> counts{};
+  for (FeedbackOutcome outcome : outcomes) ++counts[static_cast<size_t>(outcome)];
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
+    Str(w, std::string(FeedbackOutcomeName(static_cast<FeedbackOutcome>(i))));
+    w.Uint64(counts[i]);
+  }
+  w.Key("results");
+  w.StartArray();
+  for (size_t i = 0; i < outcomes.size() && i < items.size(); ++i) {
+    w.StartObject();
+    w.Key("id");
+    Str(w, items[i].id);
+    w.Key("outcome");
+    Str(w, std::string(FeedbackOutcomeName(outcomes[i])));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Done(buffer);
+}
+
+namespace {
+
+// A ratio, or null while undefined (negative, or a zero denominator).
+void Ratio(JsonWriter& w, const char* key, double value) {
+  w.Key(key);
+  if (value < 0) {
+    w.Null();
+  } else {
+    w.Double(value);
+  }
+}
+
+void Fraction(JsonWriter& w, const char* key, uint64_t part, uint64_t whole) {
+  Ratio(w, key, whole == 0 ? -1.0 : static_cast<double>(part) / static_cast<double>(whole));
+}
+
+void WriteQualityReport(JsonWriter& w, int64_t version, const QualityReport& report) {
+  const bool regression = report.spec.task == QualitySpec::Task::kRegression;
+  w.StartObject();
+  w.Key("version");
+  Str(w, std::to_string(version));
+  w.Key("task");
+  w.String(regression ? "regression" : "classification");
+  w.Key("output");
+  Str(w, report.spec.output);
+  w.Key("window");
+  w.Uint64(report.spec.window);
+  w.Key("predictions_tracked");
+  w.Uint64(report.predictions_tracked);
+  w.Key("feedback");
+  w.StartObject();
+  for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
+    Str(w, std::string(FeedbackOutcomeName(static_cast<FeedbackOutcome>(i))));
+    w.Uint64(report.feedback[i]);
+  }
+  w.EndObject();
+  w.Key("pairs");
+  w.Uint64(report.pairs);
+  if (regression) {
+    Ratio(w, "mean_absolute_error", report.mean_absolute_error);
+    w.EndObject();
+    return;
+  }
+  Ratio(w, "accuracy", report.accuracy);
+  Ratio(w, "precision", report.precision);
+  Ratio(w, "recall", report.recall);
+  w.Key("classes");
+  w.StartArray();
+  for (const ClassQuality& c : report.classes) {
+    w.StartObject();
+    w.Key("index");
+    w.Int64(c.index);
+    w.Key("label");
+    Str(w, c.label);
+    w.Key("true_positives");
+    w.Uint64(c.true_positives);
+    w.Key("false_positives");
+    w.Uint64(c.false_positives);
+    w.Key("false_negatives");
+    w.Uint64(c.false_negatives);
+    Fraction(w, "precision", c.true_positives, c.true_positives + c.false_positives);
+    Fraction(w, "recall", c.true_positives, c.true_positives + c.false_negatives);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string QualityJson(const std::string& model, const std::vector<std::pair<int64_t, QualityReport>>& reports) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("model");
+  Str(w, model);
+  w.Key("versions");
+  w.StartArray();
+  for (const auto& [version, report] : reports) WriteQualityReport(w, version, report);
+  w.EndArray();
   w.EndObject();
   return Done(buffer);
 }

@@ -10,6 +10,7 @@
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
 #include "metrics/alert_board.h"
+#include "metrics/quality_tracker.h"
 
 namespace inferd {
 
@@ -21,6 +22,14 @@ std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries);
 std::string ReadyJson(const std::string& name, bool ready, const std::string& reason);
 // GET /v2/alerts: {"alerts": [{model, series, value, mean, stddev, since_unix_ms}]}.
 std::string AlertsJson(const std::vector<Alert>& alerts);
+// POST /v2/models/M/feedback's answer: {"joined": n, "unknown": n, "expired": n, "duplicate": n,
+// "invalid": n, "results": [{"id", "outcome"}]} (results in the items' order).
+std::string FeedbackResultJson(const std::vector<FeedbackItem>& items, const std::vector<FeedbackOutcome>& outcomes);
+// GET /v2/models/M/quality: {"model": M, "versions": [{version, task, output, predictions_tracked,
+// feedback: {joined, ...}, pairs, accuracy, precision, recall, classes: [{index, label, true_positives,
+// false_positives, false_negatives, precision, recall}]} or, for regression, mean_absolute_error]}.
+// Ratios that are undefined yet (no pairs) are null.
+std::string QualityJson(const std::string& model, const std::vector<std::pair<int64_t, QualityReport>>& reports);
 // {"model": M, "split": {"1": 95, "2": 5}, "labels": {"stable": 1}}
 std::string TrafficJson(const std::string& model, const ModelTraffic& traffic);
 // A rollout's plan, state and the current step's observations (docs/ARCHITECTURE.md, "Rollouts").

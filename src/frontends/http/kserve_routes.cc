@@ -17,7 +17,7 @@ namespace {
 struct ModelTarget {
   std::string name;
   int64_t version = 0;
-  std::string action;  // "", "ready", "infer", "config", "stats"
+  std::string action;  // "", "ready", "infer", "config", "stats", "feedback", "quality", ...
 };
 
 StatusOr<ModelTarget> ParseModelTarget(const std::vector<std::string_view>& parts) {
@@ -79,6 +79,7 @@ class KServeRoutes {
       if (target->version != 0) return respond(Error(404, "unknown path " + request.path + " (no version in it)"));
       return respond(action == "traffic" ? Traffic(request, target->name) : Rollout(request, target->name));
     }
+    if (action == "feedback" || action == "quality") return respond(Quality(request, *target));
     const bool post = action == "infer";
     if (action != "" && action != "ready" && action != "infer" && action != "config" && action != "stats") {
       return respond(Error(404, "unknown path " + request.path));
@@ -129,6 +130,22 @@ class KServeRoutes {
     }();
     if (!status.ok()) return Error(status.status());
     return Json(200, RolloutJson(*status));
+  }
+
+  // POST .../feedback: ground truth for past requests. GET .../quality: what it added up to.
+  HttpResponse Quality(const HttpRequest& request, const ModelTarget& target) {
+    if (target.action == "quality") {
+      if (request.method != HttpMethod::kGet) return MethodNotAllowed("GET");
+      auto reports = server_->QualityReports(target.name, target.version);
+      if (!reports.ok()) return Error(reports.status());
+      return Json(200, QualityJson(target.name, *reports));
+    }
+    if (request.method != HttpMethod::kPost) return MethodNotAllowed("POST");
+    auto items = ParseFeedbackRequest(Body(request));
+    if (!items.ok()) return Error(items.status());
+    auto outcomes = server_->AddFeedback(target.name, target.version, *items);
+    if (!outcomes.ok()) return Error(outcomes.status());
+    return Json(200, FeedbackResultJson(*items, *outcomes));
   }
 
   // Ready: 200. Known and not ready: 503 with the reason. Unknown: 404.

@@ -264,3 +264,66 @@ std::string EncodeRolloutPlan(const RolloutPlan& plan) {
 }
 
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+constexpr size_t kMaxFeedbackItems = 10000;
+
+bool ReadLabel(const rapidjson::Value& value, std::vector<FeedbackLabel>* labels) {
+  if (value.IsNumber()) {
+    labels->emplace_back(value.GetDouble());
+  } else if (value.IsString()) {
+    labels->emplace_back(std::string(value.GetString(), value.GetStringLength()));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+FeedbackItem ReadFeedbackItem(const rapidjson::Value& value) {
+  FeedbackItem item;
+  item.well_formed = false;
+  if (!value.IsObject()) return item;
+  auto id = value.FindMember("id");
+  auto label = value.FindMember("label");
+  if (id == value.MemberEnd() || !id->value.IsString() || label == value.MemberEnd()) return item;
+  item.id.assign(id->value.GetString(), id->value.GetStringLength());
+  if (label->value.IsArray()) {
+    if (label->value.Empty()) return item;
+    for (const auto& row : label->value.GetArray()) {
+      if (!ReadLabel(row, &item.labels)) return item;
+    }
+  } else if (!ReadLabel(label->value, &item.labels)) {
+    return item;
+  }
+  item.well_formed = !item.id.empty();
+  return item;
+}
+
+}  // namespace
+
+StatusOr<std::vector<FeedbackItem>> ParseFeedbackRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(rapidjson::Document doc, ParseObject(body, "feedback request"));
+  auto batch = doc.FindMember("feedback");
+  if (batch == doc.MemberEnd()) {
+    FeedbackItem item = ReadFeedbackItem(doc);
+    if (!item.well_formed) {
+      return Invalid("feedback needs a non-empty string 'id' and a 'label': a number, a string, or an array of "
+                     "them (one per row), e.g. {\"id\": \"req-1\", \"label\": 3}");
+    }
+    return std::vector<FeedbackItem>{std::move(item)};
+  }
+  if (!batch->value.IsArray() || doc.MemberCount() != 1) {
+    return Invalid("'feedback' must be an array of {\"id\": ..., \"label\": ...}, alone in the body");
+  }
+  if (batch->value.Size() > kMaxFeedbackItems) {
+    return Invalid("a feedback batch holds at most " + std::to_string(kMaxFeedbackItems) + " items");
+  }
+  std::vector<FeedbackItem> items;
+  items.reserve(batch->value.Size());
+  for (const auto& value : batch->value.GetArray()) items.push_back(ReadFeedbackItem(value));
+  return items;
+}
+
+}  // namespace inferd

@@ -1,5 +1,5 @@
-// Bodies of inferd's lifecycle routes (not in KServe v2): POST /v2/models/M/traffic and
-// POST /v2/models/M/rollout. Pure functions over bytes, unit tested and fuzzed.
+// Bodies of inferd's own routes (not in KServe v2): POST /v2/models/M/traffic, /rollout and
+// /feedback. Pure functions over bytes, unit tested and fuzzed.
 #pragma once
 
 #include <rapidjson/document.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/feedback.h"
 #include "common/status.h"
 #include "common/traffic_plan.h"
 
@@ -24,6 +25,13 @@ StatusOr<TrafficChange> ParseTrafficRequest(std::string_view body);
 // "version" optional (and in "agreement", all but "min"); or {"action": "rollback"}. Unknown fields are errors. The plan's numbers are checked by
 // lifecycle's ValidateRolloutPlan.
 StatusOr<RolloutRequest> ParseRolloutRequest(std::string_view body);
+
+// {"id": "req-1", "label": 3} or a batch: {"feedback": [{"id": ..., "label": ...}, ...]}. A label
+// is a number (class index or regression value), a string (a class's label), or an array of those,
+// one per row of the request's batch. In a batch, an item without a string "id" or a usable
+// "label" comes back with well_formed false, so that it is counted without losing the rest; a
+// single item like that, a body that is neither form, or a batch of over 10000 items is an error.
+StatusOr<std::vector<FeedbackItem>> ParseFeedbackRequest(std::string_view body);
 
 // The client's side: the bodies the two parsers above read.
 std::string EncodeTrafficRequest(const TrafficChange& change);

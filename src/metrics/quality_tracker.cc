@@ -1,0 +1,313 @@
+#include "metrics/quality_tracker.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "common/classification.h"
+
+namespace inferd {
+namespace {
+
+// A class index beyond every class a model could have: bounds the per-class table when neither a
+// label file nor the output's width says how many there are.
+constexpr int64_t kMaxClasses = 1 << 16;
+
+bool IsFloat(DataType type) { return type == DataType::kFp16 || type == DataType::kFp32 || type == DataType::kFp64; }
+
+template <typename T>
+bool ParseNumber(std::string_view text, T* value) {
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+Status SetOption(std::string_view key, std::string_view value, QualitySpec* spec) {
+  auto bad = [&](std::string_view wants) {
+    return Status::InvalidArgument("parameter 'quality': " + std::string(key) + "='" + std::string(value) +
+                                   "' is not " + std::string(wants));
+  };
+  if (key == "output") {
+    if (value.empty()) return bad("an output name");
+    spec->output = std::string(value);
+  } else if (key == "task") {
+    if (value == "classification") spec->task = QualitySpec::Task::kClassification;
+    else if (value == "regression") spec->task = QualitySpec::Task::kRegression;
+    else return bad("classification or regression");
+  } else if (key == "window") {
+    if (!ParseNumber(value, &spec->window) || spec->window == 0 || spec->window > 10'000'000)
+      return bad("a count from 1 to 10000000");
+  } else if (key == "max_age_s") {
+    int64_t seconds = 0;
+    if (!ParseNumber(value, &seconds) || seconds <= 0) return bad("a positive number of seconds");
+    spec->max_age = std::chrono::seconds(seconds);
+  } else if (key == "threshold") {
+    if (!ParseNumber(value, &spec->threshold) || !std::isfinite(spec->threshold)) return bad("a number");
+  } else if (key == "max_class_series") {
+    if (!ParseNumber(value, &spec->max_class_series) || spec->max_class_series > 1000) return bad("a count up to 1000");
+  } else {
+    return Status::InvalidArgument("parameter 'quality': unknown key '" + std::string(key) +
+                                   "' (output, task, window, max_age_s, threshold, max_class_series)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<QualitySpec> ParseQualitySpec(std::string_view text) {
+  QualitySpec spec;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const size_t equals = item.find('=');
+    if (equals == std::string_view::npos) {
+      return Status::InvalidArgument("parameter 'quality': '" + std::string(item) + "' is not key=value");
+    }
+    RETURN_IF_ERROR(SetOption(item.substr(0, equals), item.substr(equals + 1), &spec));
+  }
+  if (spec.output.empty()) return Status::InvalidArgument("parameter 'quality' names no output (output=NAME)");
+  return spec;
+}
+
+std::string_view FeedbackOutcomeName(FeedbackOutcome outcome) {
+  switch (outcome) {
+    case FeedbackOutcome::kJoined: return "joined";
+    case FeedbackOutcome::kUnknown: return "unknown";
+    case FeedbackOutcome::kExpired: return "expired";
+    case FeedbackOutcome::kDuplicate: return "duplicate";
+    case FeedbackOutcome::kInvalid: return "invalid";
+  }
+  return "invalid";
+}
+
+void QualityTracker::RegisterMetricFamilies(MetricsRegistry* registry) {
+  using Type = MetricsRegistry::Type;
+  registry->Declare("inferd_feedback_total", Type::kCounter,
+                    "Ground-truth feedback (POST /v2/models/M/feedback) by outcome: joined, unknown (id never "
+                    "seen or pushed out of the window), expired, duplicate, invalid.");
+  registry->Declare("inferd_quality_accuracy_ratio", Type::kGauge,
+                    "Share of joined rows whose predicted class was the true one, since the load.");
+  registry->Declare("inferd_quality_precision_ratio", Type::kGauge,
+                    "Macro-averaged precision TP / (TP + FP) over the classes that were predicted, since the load.");
+  registry->Declare("inferd_quality_recall_ratio", Type::kGauge,
+                    "Macro-averaged recall TP / (TP + FN) over the classes that occurred, since the load.");
+  registry->Declare("inferd_quality_true_positives_total", Type::kCounter,
+                    "Joined rows predicted as `class` that were `class` (first max_class_series classes).");
+  registry->Declare("inferd_quality_false_positives_total", Type::kCounter,
+                    "Joined rows predicted as `class` that were another class.");
+  registry->Declare("inferd_quality_false_negatives_total", Type::kCounter,
+                    "Joined rows of `class` predicted as another class.");
+  registry->Declare("inferd_quality_mean_absolute_error", Type::kGauge,
+                    "Mean |prediction - label| of a regression output's joined rows, since the load.");
+}
+
+QualityTracker::QualityTracker(QualitySpec spec, std::vector<std::string> labels, MetricsRegistry* registry,
+                               MetricLabels version_labels, const Clock* clock)
+    : spec_(std::move(spec)),
+      labels_(std::move(labels)),
+      registry_(registry),
+      version_labels_(std::move(version_labels)),
+      clock_(clock) {
+  for (size_t i = 0; i < labels_.size(); ++i) label_index_.emplace(labels_[i], static_cast<int64_t>(i));
+  ring_.resize(spec_.window);
+  for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
+    MetricLabels l = version_labels_;
+    l.emplace_back("outcome", std::string(FeedbackOutcomeName(static_cast<FeedbackOutcome>(i))));
+    feedback_series_[i] = registry_->AddCounter("inferd_feedback_total", l);
+  }
+  if (spec_.task == QualitySpec::Task::kClassification) {
+    accuracy_ = registry_->AddGauge("inferd_quality_accuracy_ratio", version_labels_);
+    precision_ = registry_->AddGauge("inferd_quality_precision_ratio", version_labels_);
+    recall_ = registry_->AddGauge("inferd_quality_recall_ratio", version_labels_);
+  } else {
+    mean_absolute_error_ = registry_->AddGauge("inferd_quality_mean_absolute_error", version_labels_);
+  }
+}
+
+StatusOr<std::vector<double>> QualityTracker::Predictions(const Tensor& output, int64_t rows) const {
+  if (spec_.task == QualitySpec::Task::kRegression) {
+    ASSIGN_OR_RETURN(std::vector<double> values, TensorAsDoubles(output));
+    if (values.size() != static_cast<size_t>(rows)) {
+      return Status::InvalidArgument("a regression output has one value per row");
+    }
+    return values;
+  }
+  const size_t elements = output.byte_size / std::max<size_t>(1, DataTypeSize(output.dtype));
+  if (rows <= 0 || elements % static_cast<size_t>(rows) != 0) return Status::InvalidArgument("rows do not split");
+  std::vector<double> predicted;
+  if (elements / static_cast<size_t>(rows) == 1) {
+    ASSIGN_OR_RETURN(predicted, TensorAsDoubles(output));
+    for (double& value : predicted) {
+      if (IsFloat(output.dtype)) {
+        value = value >= spec_.threshold ? 1.0 : 0.0;
+      } else if (value < 0 || value >= static_cast<double>(kMaxClasses)) {
+        return Status::InvalidArgument("a class index out of range");
+      }
+    }
+    return predicted;
+  }
+  ASSIGN_OR_RETURN(std::vector<ClassScore> best, TopClasses(output, rows, 1));
+  predicted.reserve(best.size());
+  for (const ClassScore& score : best) predicted.push_back(static_cast<double>(score.index));
+  return predicted;
+}
+
+void QualityTracker::RecordPrediction(const std::string& id, const std::vector<Tensor>& outputs, int64_t rows) {
+  if (id.empty()) return;
+  auto output = std::ranges::find_if(outputs, [&](const Tensor& t) { return t.name == spec_.output; });
+  if (output == outputs.end()) return;
+  auto predicted = Predictions(*output, rows);
+  if (!predicted.ok()) return;
+  const TimePoint now = clock_->Now();
+  MutexLock lock(&mu_);
+  Entry& slot = ring_[next_];
+  if (!slot.id.empty()) {
+    // The oldest entry leaves the window, unless a newer request with its id took its place.
+    auto it = by_id_.find(slot.id);
+    if (it != by_id_.end() && it->second == next_) by_id_.erase(it);
+  }
+  slot = Entry{.id = id, .at = now, .predicted = std::move(predicted).value()};
+  by_id_[id] = next_;
+  next_ = (next_ + 1) % ring_.size();
+}
+
+bool QualityTracker::Knows(const std::string& id) const {
+  MutexLock lock(&mu_);
+  return by_id_.contains(id);
+}
+
+int64_t QualityTracker::ClassOf(const FeedbackLabel& label) const {
+  const int64_t limit = labels_.empty() ? kMaxClasses : static_cast<int64_t>(labels_.size());
+  if (const auto* text = std::get_if<std::string>(&label)) {
+    auto it = label_index_.find(*text);
+    return it == label_index_.end() ? -1 : it->second;
+  }
+  const double value = std::get<double>(label);
+  if (value != std::floor(value) || value < 0 || value >= static_cast<double>(limit)) return -1;
+  return static_cast<int64_t>(value);
+}
+
+QualityTracker::ClassCounts& QualityTracker::Class(int64_t index) {
+  const size_t at = static_cast<size_t>(index);
+  if (classes_.size() <= at) classes_.resize(at + 1);
+  ClassCounts& counts = classes_[at];
+  if (!counts.tp_series && at < spec_.max_class_series) {
+    MetricLabels l = version_labels_;
+    l.emplace_back("class", at < labels_.size() ? labels_[at] : std::to_string(index));
+    counts.tp_series = registry_->AddCounter("inferd_quality_true_positives_total", l);
+    counts.fp_series = registry_->AddCounter("inferd_quality_false_positives_total", l);
+    counts.fn_series = registry_->AddCounter("inferd_quality_false_negatives_total", l);
+  }
+  return counts;
+}
+
+void QualityTracker::CountLocked(FeedbackOutcome outcome) {
+  const size_t at = static_cast<size_t>(outcome);
+  ++feedback_[at];
+  feedback_series_[at]->Increment();
+}
+
+void QualityTracker::Count(FeedbackOutcome outcome) {
+  MutexLock lock(&mu_);
+  CountLocked(outcome);
+}
+
+FeedbackOutcome QualityTracker::AddFeedback(const std::string& id, const std::vector<FeedbackLabel>& labels) {
+  const TimePoint now = clock_->Now();
+  MutexLock lock(&mu_);
+  auto outcome = [&]() {
+    auto found = by_id_.find(id);
+    if (found == by_id_.end()) return FeedbackOutcome::kUnknown;
+    Entry& entry = ring_[found->second];
+    if (now - entry.at > spec_.max_age) return FeedbackOutcome::kExpired;
+    if (entry.answered) return FeedbackOutcome::kDuplicate;
+    if (labels.size() != entry.predicted.size()) return FeedbackOutcome::kInvalid;
+    const bool regression = spec_.task == QualitySpec::Task::kRegression;
+    std::vector<int64_t> truths;
+    for (const FeedbackLabel& label : labels) {
+      if (regression && !std::holds_alternative<double>(label)) return FeedbackOutcome::kInvalid;
+      if (!regression && ClassOf(label) < 0) return FeedbackOutcome::kInvalid;
+      if (!regression) truths.push_back(ClassOf(label));
+    }
+    entry.answered = true;
+    for (size_t row = 0; row < labels.size(); ++row) {
+      ++pairs_;
+      if (regression) {
+        absolute_error_sum_ += std::abs(entry.predicted[row] - std::get<double>(labels[row]));
+        continue;
+      }
+      const int64_t predicted = static_cast<int64_t>(entry.predicted[row]), truth = truths[row];
+      if (predicted == truth) {
+        ++correct_;
+        ClassCounts& c = Class(truth);
+        ++c.true_positives;
+        if (c.tp_series) c.tp_series->Increment();
+        continue;
+      }
+      ClassCounts& predicted_class = Class(predicted);
+      ++predicted_class.false_positives;
+      if (predicted_class.fp_series) predicted_class.fp_series->Increment();
+      ClassCounts& true_class = Class(truth);
+      ++true_class.false_negatives;
+      if (true_class.fn_series) true_class.fn_series->Increment();
+    }
+    return FeedbackOutcome::kJoined;
+  }();
+  CountLocked(outcome);
+  if (outcome == FeedbackOutcome::kJoined) PublishRatios();
+  return outcome;
+}
+
+QualityTracker::MacroRatios QualityTracker::Macro() const {
+  double precision_sum = 0, recall_sum = 0;
+  size_t predicted_classes = 0, true_classes = 0;
+  for (const ClassCounts& c : classes_) {
+    if (c.true_positives + c.false_positives > 0) {
+      precision_sum += static_cast<double>(c.true_positives) / static_cast<double>(c.true_positives + c.false_positives);
+      ++predicted_classes;
+    }
+    if (c.true_positives + c.false_negatives > 0) {
+      recall_sum += static_cast<double>(c.true_positives) / static_cast<double>(c.true_positives + c.false_negatives);
+      ++true_classes;
+    }
+  }
+  return {.precision = predicted_classes ? precision_sum / static_cast<double>(predicted_classes) : 0,
+          .recall = true_classes ? recall_sum / static_cast<double>(true_classes) : 0};
+}
+
+void QualityTracker::PublishRatios() {
+  if (mean_absolute_error_) {
+    mean_absolute_error_->Set(absolute_error_sum_ / static_cast<double>(pairs_));
+    return;
+  }
+  const MacroRatios macro = Macro();
+  accuracy_->Set(static_cast<double>(correct_) / static_cast<double>(pairs_));
+  precision_->Set(macro.precision);
+  recall_->Set(macro.recall);
+}
+
+QualityReport QualityTracker::Report() const {
+  MutexLock lock(&mu_);
+  QualityReport report{.spec = spec_, .predictions_tracked = by_id_.size(), .feedback = feedback_, .pairs = pairs_};
+  if (pairs_ == 0) return report;
+  if (spec_.task == QualitySpec::Task::kRegression) {
+    report.mean_absolute_error = absolute_error_sum_ / static_cast<double>(pairs_);
+    return report;
+  }
+  report.accuracy = static_cast<double>(correct_) / static_cast<double>(pairs_);
+  const MacroRatios macro = Macro();
+  report.precision = macro.precision;
+  report.recall = macro.recall;
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    const ClassCounts& c = classes_[i];
+    if (c.true_positives + c.false_positives + c.false_negatives == 0) continue;
+    report.classes.push_back({.index = static_cast<int64_t>(i),
+                              .label = i < labels_.size() ? labels_[i] : "",
+                              .true_positives = c.true_positives,
+                              .false_positives = c.false_positives,
+                              .false_negatives = c.false_negatives});
+  }
+  return report;
+}
+
+}  // namespace inferd
