@@ -57,12 +57,19 @@ InferCallback Classifying(std::shared_ptr<ModelVersion> model, Classifications c
   };
 }
 
-// Remembers what the answer predicted, for feedback (the parameter "quality"). Wrapped outside
-// Classifying, so it sees the scores before they turn into strings.
-InferCallback RecordingPrediction(std::shared_ptr<ModelVersion> model, std::string id, int64_t rows,
-                                  InferCallback finish) {
-  return [model = std::move(model), id = std::move(id), rows, finish = std::move(finish)](StatusOr<InferResponse> result) {
-    if (result.ok()) model->quality()->RecordPrediction(id, result->outputs, model->config().max_batch_size() > 0 ? rows : 1);
+// Hands a successful answer to the version's quality tracker (what it predicted, for feedback)
+// and drift monitor (its inputs and outputs). Wrapped outside Classifying, so it sees the scores
+// before they turn into strings. `inputs` share the request's buffers.
+InferCallback Observing(std::shared_ptr<ModelVersion> model, const ValidatedRequest& validated, InferCallback finish) {
+  const int64_t rows = model->config().max_batch_size() > 0 ? validated.batch_size : 1;
+  std::string id = model->quality() != nullptr ? validated.request->id : std::string();
+  std::vector<Tensor> inputs = model->drift() != nullptr ? validated.request->inputs : std::vector<Tensor>();
+  return [model = std::move(model), id = std::move(id), inputs = std::move(inputs), rows,
+          finish = std::move(finish)](StatusOr<InferResponse> result) {
+    if (result.ok()) {
+      if (!id.empty()) model->quality()->RecordPrediction(id, result->outputs, rows);
+      if (model->drift() != nullptr) model->drift()->Record(inputs, result->outputs, rows);
+    }
     finish(std::move(result));
   };
 }
@@ -174,9 +181,10 @@ std::vector<ModelView> Views(const std::vector<std::shared_ptr<ModelVersion>>& m
 
 namespace {
 
-// The loaded versions of `model` that track quality, newest first (`version` 0: all).
-StatusOr<std::vector<std::shared_ptr<ModelVersion>>> TrackingVersions(const ModelManager& models, std::string_view model,
-                                                                        int64_t version) {
+// The loaded versions of `model` that have `parameter` ("quality", "drift"), newest first
+// (`version` 0: all).
+StatusOr<std::vector<std::shared_ptr<ModelVersion>>> VersionsWith(const ModelManager& models, std::string_view model,
+                                                                    int64_t version, const std::string& parameter) {
   std::vector<std::shared_ptr<ModelVersion>> loaded;
   if (version != 0) {
     ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> one, models.Find(model, version));
@@ -185,10 +193,13 @@ StatusOr<std::vector<std::shared_ptr<ModelVersion>>> TrackingVersions(const Mode
     loaded = models.LoadedVersions(model);
     if (loaded.empty()) RETURN_IF_ERROR(models.Find(model, 0).status());
   }
-  std::erase_if(loaded, [](const auto& v) { return v->quality() == nullptr; });
+  std::erase_if(loaded, [&](const auto& v) {
+    return parameter == "quality" ? v->quality() == nullptr : v->drift() == nullptr;
+  });
   if (loaded.empty()) {
-    return Status::FailedPrecondition("model '" + std::string(model) +
-                                      "' keeps no predictions for feedback: its config has no parameter 'quality'");
+    return Status::FailedPrecondition("model '" + std::string(model) + "' has no parameter '" + parameter +
+                                      "' in its config" +
+                                      (parameter == "quality" ? ": it keeps no predictions for feedback" : ""));
   }
   std::ranges::sort(loaded, std::greater<>(), [](const auto& v) { return v->version(); });
   return loaded;
@@ -198,7 +209,7 @@ StatusOr<std::vector<std::shared_ptr<ModelVersion>>> TrackingVersions(const Mode
 
 StatusOr<std::vector<FeedbackOutcome>> InferenceServer::AddFeedback(std::string_view model, int64_t version,
                                                                     const std::vector<FeedbackItem>& items) {
-  ASSIGN_OR_RETURN(auto tracking, TrackingVersions(*models_, model, version));
+  ASSIGN_OR_RETURN(auto tracking, VersionsWith(*models_, model, version, "quality"));
   std::vector<FeedbackOutcome> outcomes;
   outcomes.reserve(items.size());
   for (const FeedbackItem& item : items) {
@@ -216,10 +227,29 @@ StatusOr<std::vector<FeedbackOutcome>> InferenceServer::AddFeedback(std::string_
 
 StatusOr<std::vector<std::pair<int64_t, QualityReport>>> InferenceServer::QualityReports(std::string_view model,
                                                                                         int64_t version) const {
-  ASSIGN_OR_RETURN(auto tracking, TrackingVersions(*models_, model, version));
+  ASSIGN_OR_RETURN(auto tracking, VersionsWith(*models_, model, version, "quality"));
   std::vector<std::pair<int64_t, QualityReport>> reports;
   for (const auto& v : tracking) reports.emplace_back(v->version(), v->quality()->Report());
   return reports;
+}
+
+StatusOr<std::vector<std::pair<int64_t, DriftReport>>> InferenceServer::DriftReports(std::string_view model,
+                                                                                    int64_t version) const {
+  ASSIGN_OR_RETURN(auto monitored, VersionsWith(*models_, model, version, "drift"));
+  std::vector<std::pair<int64_t, DriftReport>> reports;
+  for (const auto& v : monitored) reports.emplace_back(v->version(), v->drift()->Report());
+  return reports;
+}
+
+std::vector<DriftAlert> InferenceServer::ActiveDriftAlerts() const {
+  std::vector<DriftAlert> alerts;
+  for (const std::shared_ptr<ModelVersion>& model : models_->AllLoaded()) {
+    if (model->drift() == nullptr) continue;
+    for (DriftScore& score : model->drift()->Report().scores) {
+      if (score.alert) alerts.push_back({.model = model->name(), .version = model->version(), .score = std::move(score)});
+    }
+  }
+  return alerts;
 }
 
 std::vector<ModelView> InferenceServer::LoadedModels() const { return Views(models_->AllLoaded()); }
@@ -260,8 +290,8 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
     return finish(checked);
   }
   if (!classifications.empty()) finish = Classifying(model, std::move(classifications), std::move(finish));
-  if (model->quality() != nullptr && !validated->request->id.empty()) {
-    finish = RecordingPrediction(model, validated->request->id, validated->batch_size, std::move(finish));
+  if ((model->quality() != nullptr && !validated->request->id.empty()) || model->drift() != nullptr) {
+    finish = Observing(model, *validated, std::move(finish));
   }
   if (mirrored) finish = SendMirrored(std::move(routed->mirror), model->version(), std::move(mirrored), std::move(finish));
   Enqueue(*model, std::move(validated).value(), finish);

@@ -23,6 +23,7 @@
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
 #include "metrics/alert_board.h"
+#include "metrics/drift_monitor.h"
 #include "metrics/quality_tracker.h"
 #include "metrics/metrics_registry.h"
 #include "pipeline/load_forecast.h"
@@ -117,6 +118,10 @@ class InferenceServer {
                                                      const std::vector<FeedbackItem>& items);
   // Each tracking version's report (`version` 0: all loaded), newest first.
   StatusOr<std::vector<std::pair<int64_t, QualityReport>>> QualityReports(std::string_view model, int64_t version) const;
+  // Each drift-monitored version's report (`version` 0: all loaded), newest first; errors as above.
+  StatusOr<std::vector<std::pair<int64_t, DriftReport>>> DriftReports(std::string_view model, int64_t version) const;
+  // Features of every loaded version whose drift score is above its threshold now.
+  std::vector<DriftAlert> ActiveDriftAlerts() const;
   // The 3-sigma alerts active now (metrics/alert_board.h), for GET /v2/alerts.
   std::vector<Alert> ActiveAlerts() const { return alerts_.Active(); }
 

@@ -1,5 +1,6 @@
 #include "lifecycle/model_metrics.h"
 
+#include "metrics/drift_monitor.h"
 #include "metrics/quality_tracker.h"
 
 namespace inferd {
@@ -7,6 +8,7 @@ namespace inferd {
 void RegisterModelMetricFamilies(MetricsRegistry* registry) {
   using Type = MetricsRegistry::Type;
   QualityTracker::RegisterMetricFamilies(registry);
+  DriftMonitor::RegisterMetricFamilies(registry);
   registry->Declare("inferd_requests_total", Type::kCounter,
                     "Inference requests by outcome: success; invalid (the request did not match the model: "
                     "HTTP 400, INVALID_ARGUMENT); rejected (queue full or version stopping: 503, UNAVAILABLE); "

@@ -93,6 +93,29 @@ StatusOr<std::optional<QualitySpec>> QualitySpecOf(const ModelConfig& config) {
   return std::optional<QualitySpec>(std::move(spec));
 }
 
+// Values per row of a config tensor: the product of its dims; -1 when one is variable.
+template <typename TensorConfig>
+int64_t RowSize(const TensorConfig& tensor) {
+  int64_t size = 1;
+  for (int64_t dim : tensor.dims()) {
+    if (dim < 0) return -1;
+    size *= dim;
+  }
+  return size;
+}
+
+// The parameter "drift", checked against the config's tensors, with its reference files read; none
+// without it.
+StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitorOf(const ModelConfig& config, const std::filesystem::path& model_dir) {
+  const std::optional<std::string> text = ConfigParameter(config, "drift");
+  if (!text) return std::unique_ptr<DriftMonitor>();
+  ASSIGN_OR_RETURN(DriftSpec spec, ParseDriftSpec(*text));
+  std::vector<std::pair<std::string, int64_t>> row_sizes;
+  for (const auto& input : config.input()) row_sizes.emplace_back(input.name(), RowSize(input));
+  for (const auto& output : config.output()) row_sizes.emplace_back(output.name(), RowSize(output));
+  return DriftMonitor::Create(std::move(spec), row_sizes, model_dir);
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareEnsemble(const ModelConfig& config, int64_t version,
@@ -104,6 +127,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::PrepareEnsemble(const Mode
   std::shared_ptr<ModelVersion> model(new ModelVersion(config, version, std::move(runner), nullptr, context));
   RETURN_IF_ERROR(ReadOutputLabels(config, model_dir, &model->output_labels_));
   ASSIGN_OR_RETURN(model->quality_spec_, QualitySpecOf(config));
+  ASSIGN_OR_RETURN(model->drift_, DriftMonitorOf(config, model_dir));
   return model;
 }
 
@@ -124,6 +148,7 @@ bool ModelVersion::stopped() const {
 
 void ModelVersion::Tick() {
   if (router_) router_->Tick();
+  if (drift_) drift_->Evaluate(static_cast<int64_t>(NowUnixMillis()));
 }
 
 const std::vector<std::string>* ModelVersion::OutputLabels(std::string_view output) const {
@@ -216,6 +241,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Prepare(const ModelConfig&
   }
   RETURN_IF_ERROR(ReadOutputLabels(config, version_dir.parent_path(), &model->output_labels_));
   ASSIGN_OR_RETURN(model->quality_spec_, QualitySpecOf(config));
+  ASSIGN_OR_RETURN(model->drift_, DriftMonitorOf(config, version_dir.parent_path()));
   int64_t warmup_ns = 0;
   RETURN_IF_ERROR(BuildInstances(config, version_dir, context, &model->prepared_, &warmup_ns));
   model->load_seconds_ = NanosToSeconds(NanosBetween(start, SteadyClock::now()));
@@ -242,6 +268,7 @@ void ModelVersion::Start() {
         ->Set(static_cast<double>(config_.max_batch_size()));
   }
   if (ensemble_) RegisterStepMetrics();
+  if (drift_) drift_->BindMetrics(registry_, ModelLabels(name(), version_));
   if (quality_spec_) {
     const std::vector<std::string>* labels = OutputLabels(quality_spec_->output);
     quality_ = std::make_unique<QualityTracker>(*quality_spec_, labels ? *labels : std::vector<std::string>{},

@@ -25,6 +25,7 @@
 #include "lifecycle/model_metrics.h"
 #include "lifecycle/model_stats.h"
 #include "lifecycle/response_orderer.h"
+#include "metrics/drift_monitor.h"
 #include "metrics/latency_histogram.h"
 #include "metrics/quality_tracker.h"
 #include "pipeline/ensemble_runner.h"
@@ -114,6 +115,8 @@ class ModelVersion {
   // Set when the config has the parameter "quality": predictions kept for feedback
   // (metrics/quality_tracker.h). Internally synchronised.
   QualityTracker* quality() const { return quality_.get(); }
+  // Set when the config has the parameter "drift" (metrics/drift_monitor.h). Internally synchronised.
+  DriftMonitor* drift() const { return drift_.get(); }
   // Set for an ensemble's version: its plan and per-step statistics.
   const EnsembleRunner* ensemble() const { return ensemble_.get(); }
   // Set for a router's version: its plan and per-target statistics.
@@ -161,6 +164,7 @@ class ModelVersion {
   std::map<std::string, std::vector<std::string>, std::less<>> output_labels_;
   std::optional<QualitySpec> quality_spec_;       // parameter "quality", read at Prepare
   std::unique_ptr<QualityTracker> quality_;       // made at Start from it
+  std::unique_ptr<DriftMonitor> drift_;           // parameter "drift": made at Prepare, bound at Start
 };
 
 // Scheduler settings from the config's dynamic_batching (or its absence).

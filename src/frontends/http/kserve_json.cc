@@ -240,7 +240,66 @@ std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries) {
   return Done(buffer);
 }
 
-std::string AlertsJson(const std::vector<Alert>& alerts) {
+namespace {
+
+void WriteDriftScore(JsonWriter& w, const DriftScore& score) {
+  w.Key("tensor");
+  Str(w, score.tensor);
+  w.Key("feature");
+  Str(w, score.feature);
+  w.Key("method");
+  Str(w, score.method);
+  w.Key("score");
+  w.Double(score.score);
+  w.Key("threshold");
+  w.Double(score.threshold);
+}
+
+}  // namespace
+
+std::string DriftJson(const std::string& model, const std::vector<std::pair<int64_t, DriftReport>>& reports) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("model");
+  Str(w, model);
+  w.Key("versions");
+  w.StartArray();
+  for (const auto& [version, report] : reports) {
+    w.StartObject();
+    w.Key("version");
+    Str(w, std::to_string(version));
+    w.Key("reference");
+    w.StartObject();
+    w.Key("source");
+    w.String(report.reference_from_file ? "files" : "first_requests");
+    w.Key("rows");
+    w.Uint64(report.reference_rows);
+    w.Key("complete");
+    w.Bool(report.reference_complete);
+    w.EndObject();
+    w.Key("window");
+    w.Uint64(report.window);
+    w.Key("window_rows");
+    w.Uint64(report.window_rows);
+    w.Key("features");
+    w.StartArray();
+    for (const DriftScore& score : report.scores) {
+      w.StartObject();
+      WriteDriftScore(w, score);
+      w.Key("alert");
+      w.Bool(score.alert);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return Done(buffer);
+}
+
+std::string AlertsJson(const std::vector<Alert>& alerts, const std::vector<DriftAlert>& drift) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
@@ -260,6 +319,20 @@ std::string AlertsJson(const std::vector<Alert>& alerts) {
     w.Double(alert.stddev);
     w.Key("since_unix_ms");
     w.Int64(alert.since_unix_ms);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("drift");
+  w.StartArray();
+  for (const DriftAlert& alert : drift) {
+    w.StartObject();
+    w.Key("model");
+    Str(w, alert.model);
+    w.Key("version");
+    Str(w, std::to_string(alert.version));
+    WriteDriftScore(w, alert.score);
+    w.Key("since_unix_ms");
+    w.Int64(alert.score.alert_since_unix_ms);
     w.EndObject();
   }
   w.EndArray();

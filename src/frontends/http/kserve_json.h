@@ -10,6 +10,7 @@
 #include "lifecycle/rollout.h"
 #include "lifecycle/traffic.h"
 #include "metrics/alert_board.h"
+#include "metrics/drift_monitor.h"
 #include "metrics/quality_tracker.h"
 
 namespace inferd {
@@ -20,8 +21,12 @@ std::string ModelMetadataJson(const ModelView& model, const std::vector<int64_t>
 std::string ModelStatsJson(const std::vector<ModelView>& models);
 std::string RepositoryIndexJson(const std::vector<IndexEntry>& entries);
 std::string ReadyJson(const std::string& name, bool ready, const std::string& reason);
-// GET /v2/alerts: {"alerts": [{model, series, value, mean, stddev, since_unix_ms}]}.
-std::string AlertsJson(const std::vector<Alert>& alerts);
+// GET /v2/alerts: {"alerts": [{model, series, value, mean, stddev, since_unix_ms}],
+// "drift": [{model, version, tensor, feature, method, score, threshold, since_unix_ms}]}.
+std::string AlertsJson(const std::vector<Alert>& alerts, const std::vector<DriftAlert>& drift);
+// GET /v2/models/M/drift: {"model": M, "versions": [{version, reference: {source: "first_requests"|"files",
+// rows, complete}, window, window_rows, features: [{tensor, feature, method, score, threshold, alert}]}]}.
+std::string DriftJson(const std::string& model, const std::vector<std::pair<int64_t, DriftReport>>& reports);
 // POST /v2/models/M/feedback's answer: {"joined": n, "unknown": n, "expired": n, "duplicate": n,
 // "invalid": n, "results": [{"id", "outcome"}]} (results in the items' order).
 std::string FeedbackResultJson(const std::vector<FeedbackItem>& items, const std::vector<FeedbackOutcome>& outcomes);

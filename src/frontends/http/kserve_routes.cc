@@ -48,7 +48,7 @@ class KServeRoutes {
     if (parts[1] == "health" && parts.size() == 3) return respond(Health(request, parts[2]));
     if (parts[1] == "alerts" && parts.size() == 2) {
       if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
-      return respond(Json(200, AlertsJson(server_->ActiveAlerts())));
+      return respond(Json(200, AlertsJson(server_->ActiveAlerts(), server_->ActiveDriftAlerts())));
     }
     if (parts[1] == "models" && parts.size() == 3 && parts[2] == "stats") {
       if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
@@ -80,6 +80,11 @@ class KServeRoutes {
       return respond(action == "traffic" ? Traffic(request, target->name) : Rollout(request, target->name));
     }
     if (action == "feedback" || action == "quality") return respond(Quality(request, *target));
+    if (action == "drift") {
+      if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+      auto reports = server_->DriftReports(target->name, target->version);
+      return respond(reports.ok() ? Json(200, DriftJson(target->name, *reports)) : Error(reports.status()));
+    }
     const bool post = action == "infer";
     if (action != "" && action != "ready" && action != "infer" && action != "config" && action != "stats") {
       return respond(Error(404, "unknown path " + request.path));
