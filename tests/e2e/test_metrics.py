@@ -1,7 +1,9 @@
 """/metrics as a whole: promtool (Debian's prometheus package) accepts the exposition of a server
 with a batching model, an ensemble and a router that have all served; the families inferd declares
-are exactly the ones docs/METRICS.md lists; a request that does not match its model counts as
+are exactly the ones docs/METRICS.md lists; the Prometheus rules and the Grafana dashboard's
+queries parse (promtool) and read only exported metrics; a request that does not match its model counts as
 outcome="invalid"; client connections show per listener."""
+import json
 import re
 import shutil
 import socket
@@ -99,6 +101,39 @@ def test_the_prometheus_rules_read_only_exported_metrics(server):
     raw = re.findall(r"(?<![:\w])(inferd_[a-z_]+)(?![:\w])", rules)
     used = {re.sub(r"_(bucket|sum|count)$", "", name) for name in raw}
     assert used and used - declared == set()
+
+
+def dashboard_queries():
+    """Every PromQL query of deploy/grafana/inferd.json (panels, rows' panels, the model variable)."""
+    dashboard = json.loads((REPO_ROOT / "deploy" / "grafana" / "inferd.json").read_text())
+    panels = [p for top in dashboard["panels"] for p in [top, *top.get("panels", [])]]
+    queries = []
+    for panel in panels:
+        if panel["type"] == "row":
+            continue
+        assert panel["targets"], f"panel {panel['title']!r} has no query"
+        assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"])
+        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}"
+        queries += [t["expr"] for t in panel["targets"]]
+    for variable in dashboard["templating"]["list"]:
+        queries.append(re.fullmatch(r"label_values\((.*), \w+\)", variable["query"]["query"]).group(1))
+    return queries
+
+
+def test_the_grafana_dashboard_parses_as_promql_over_exported_metrics(server, tmp_path):
+    declared = declared_families(requests.get(server.metrics_url, timeout=5).text)
+    queries = dashboard_queries()
+    assert len(queries) >= 15
+    raw = {name for query in queries for name in re.findall(r"(?<![:\w$])(inferd_[a-z_]+)(?![:\w])", query)}
+    assert raw and {re.sub(r"_(bucket|sum|count)$", "", name) for name in raw} - declared == set()
+    # promtool parses each query as a recording rule, Grafana's variables filled in as it would.
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:query{i}", "expr": q.replace("$__rate_interval", "1m").replace("$model", ".*")}
+        for i, q in enumerate(queries)]}]}
+    path = tmp_path / "dashboard-rules.yml"
+    path.write_text(json.dumps(rules))  # JSON is YAML
+    check = subprocess.run([shutil.which("promtool"), "check", "rules", str(path)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_a_request_that_does_not_match_its_model_counts_as_invalid(server):
