@@ -5,6 +5,12 @@
                                  response of the same size to the same POST
   bench/http_bench.py batching   add_sub (cost fixed_us=2000, per_item_us=100, max_batch_size 32)
                                  at concurrency 32, with and without dynamic batching
+  bench/http_bench.py observability
+                                 identity (1x16 FP32) at concurrency 8, every request with its own
+                                 id, with feedback tracking and drift windows on (parameters
+                                 quality and drift: 16 PSI features and a class histogram) against
+                                 the same model without them, alternating rounds: req/s and the
+                                 server's CPU time per request (metrics are always on)
   bench/http_bench.py ab --against OTHER_INFERD
                                  this build against another build of inferd (an earlier commit)
                                  on the identity model at concurrency 8, alternating rounds:
@@ -114,8 +120,21 @@ class Nginx:
 
 
 def wrk(url, body, connections, seconds):
+    """`body` may hold @ID@: each request then gets its own id there (a counter per wrk thread,
+    prefixed by the thread's number)."""
     script = tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False)
     script.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(body)}\nwrk.headers["Content-Type"] = "application/json"\n')
+    if "@ID@" in body:
+        head, tail = body.split("@ID@")
+        script.write(textwrap.dedent(f"""
+            local threads, count = 0, 0
+            prefix = ""  -- a global: setup() sets it in each thread's own Lua state
+            function setup(thread) threads = threads + 1; thread:set("prefix", "t" .. threads .. "-") end
+            function request()
+              count = count + 1
+              return wrk.format(nil, nil, nil, {json.dumps(head)} .. prefix .. count .. {json.dumps(tail)})
+            end
+            """))
     script.close()
     threads = min(2, connections)
     out = subprocess.run(["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s", "--latency",
@@ -260,9 +279,48 @@ def ab(args):
             print(f"| {label} | {name} | {middle['rps']:.0f} | {cpu:.1f} | {middle['p99']:.3f} |", flush=True)
 
 
+def observability(args):
+    """Feedback tracking and drift windows on against off, the same load, alternated round by round."""
+    fixed = IDENTITY.replace("dims: [ -1 ]", "dims: [ 16 ]")
+    observed = fixed + textwrap.dedent("""
+        parameters { key: "quality" value { string_value: "output=OUTPUT0,task=classification" } }
+        parameters { key: "drift" value { string_value: "features=INPUT0,classes=OUTPUT0" } }
+        """)
+    repos = {"off": write_repo({"identity": fixed}), "quality + drift": write_repo({"identity": observed})}
+    body = json.dumps({"id": "@ID@", "inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                                                 "data": [0.5 + i for i in range(16)]}]})
+    print(f"identity model, 1x16 FP32 JSON with a request id, concurrency 8, {args.rounds} alternating rounds of "
+          f"wrk {args.seconds}s\n")
+    print("| tracking | req/s (median) | server CPU us/request (median) | p99 ms | req/s vs off |")
+    print("|---|---:|---:|---:|---:|")
+    results = {name: [] for name in repos}
+    servers = {name: Inferd(repo) for name, repo in repos.items()}
+    try:
+        for server in servers.values():
+            post(server.url + "/v2/models/identity/infer", body.replace("@ID@", "warm"))
+        for _ in range(args.rounds):
+            for name, server in servers.items():
+                before = server.cpu_seconds()
+                result = wrk(server.url + "/v2/models/identity/infer", body, 8, args.seconds)
+                assert result["errors"] == 0, result
+                result["cpu_us"] = (server.cpu_seconds() - before) / (result["rps"] * args.seconds) * 1e6
+                results[name].append(result)
+        tracked = json.load(urllib.request.urlopen(servers["quality + drift"].url + "/v2/models/identity/quality"))
+        assert tracked["versions"][0]["predictions_tracked"] > 0, tracked
+    finally:
+        for server in servers.values():
+            server.stop()
+    base = median_by_rps(results["off"])["rps"]
+    for name, runs in results.items():
+        cpu = sorted(r["cpu_us"] for r in runs)[len(runs) // 2]
+        middle = median_by_rps(runs)
+        print(f"| {name} | {middle['rps']:.0f} | {cpu:.1f} | {middle['p99']:.3f} | {middle['rps'] / base:.3f} |",
+              flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("which", choices=["overhead", "batching", "ab", "all"])
+    parser.add_argument("which", choices=["overhead", "batching", "ab", "observability", "all"])
     parser.add_argument("--against", help="ab: the other inferd binary")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per overhead cell")
@@ -277,6 +335,8 @@ def main():
         print()
     if args.which in ("batching", "all"):
         batching(args)
+    if args.which == "observability":
+        observability(args)
     if args.which == "ab":
         if not args.against or not Path(args.against).exists():
             sys.exit("ab needs --against PATH_TO_ANOTHER_INFERD")
