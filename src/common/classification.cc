@@ -7,34 +7,12 @@
 
 namespace inferd {
 
-namespace {
-
-template <typename T>
-void ReadValues(const Tensor& tensor, std::vector<double>* values) {
-  for (T value : tensor.values<T>()) values->push_back(static_cast<double>(value));
-}
-
-}  // namespace
-
 StatusOr<std::vector<double>> TensorAsDoubles(const Tensor& tensor) {
   std::vector<double> values;
-  switch (tensor.dtype) {
-    case DataType::kFp32: ReadValues<float>(tensor, &values); break;
-    case DataType::kFp64: ReadValues<double>(tensor, &values); break;
-    case DataType::kInt8: ReadValues<int8_t>(tensor, &values); break;
-    case DataType::kInt16: ReadValues<int16_t>(tensor, &values); break;
-    case DataType::kInt32: ReadValues<int32_t>(tensor, &values); break;
-    case DataType::kInt64: ReadValues<int64_t>(tensor, &values); break;
-    case DataType::kUint8: ReadValues<uint8_t>(tensor, &values); break;
-    case DataType::kUint16: ReadValues<uint16_t>(tensor, &values); break;
-    case DataType::kUint32: ReadValues<uint32_t>(tensor, &values); break;
-    case DataType::kUint64: ReadValues<uint64_t>(tensor, &values); break;
-    case DataType::kFp16:
-      for (uint16_t half : tensor.values<uint16_t>()) values.push_back(HalfToFloat(half));
-      break;
-    default:
-      return Status::InvalidArgument("output '" + tensor.name + "' is " + std::string(DataTypeName(tensor.dtype)) +
-                                     ": only numeric outputs can be classified");
+  values.reserve(tensor.byte_size / std::max<size_t>(1, DataTypeSize(tensor.dtype)));
+  if (!ForEachNumber(tensor, [&](double value) { values.push_back(value); })) {
+    return Status::InvalidArgument("output '" + tensor.name + "' is " + std::string(DataTypeName(tensor.dtype)) +
+                                   ": only numeric outputs can be classified");
   }
   return values;
 }

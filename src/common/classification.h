@@ -26,6 +26,33 @@ StatusOr<std::vector<ClassScore>> TopClasses(const Tensor& scores, int64_t rows,
 // A numeric tensor's elements as doubles; INVALID_ARGUMENT for BYTES and BOOL.
 StatusOr<std::vector<double>> TensorAsDoubles(const Tensor& tensor);
 
+// Calls fn(double) on each element of a numeric tensor, in order, without copying it; false (and
+// no call) for BYTES and BOOL. For per-request paths that must not allocate.
+template <typename Fn>
+bool ForEachNumber(const Tensor& tensor, Fn&& fn) {
+  auto each = [&]<typename T>(T*) {
+    for (T value : tensor.values<T>()) fn(static_cast<double>(value));
+    return true;
+  };
+  switch (tensor.dtype) {
+    case DataType::kFp32: return each(static_cast<float*>(nullptr));
+    case DataType::kFp64: return each(static_cast<double*>(nullptr));
+    case DataType::kInt8: return each(static_cast<int8_t*>(nullptr));
+    case DataType::kInt16: return each(static_cast<int16_t*>(nullptr));
+    case DataType::kInt32: return each(static_cast<int32_t*>(nullptr));
+    case DataType::kInt64: return each(static_cast<int64_t*>(nullptr));
+    case DataType::kUint8: return each(static_cast<uint8_t*>(nullptr));
+    case DataType::kUint16: return each(static_cast<uint16_t*>(nullptr));
+    case DataType::kUint32: return each(static_cast<uint32_t*>(nullptr));
+    case DataType::kUint64: return each(static_cast<uint64_t*>(nullptr));
+    case DataType::kFp16:
+      for (uint16_t half : tensor.values<uint16_t>()) fn(static_cast<double>(HalfToFloat(half)));
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A label file: one label per line, line i naming class i (Triton's label_filename).
 StatusOr<std::vector<std::string>> ReadLabelFile(const std::filesystem::path& path);
 

@@ -1,6 +1,7 @@
 #include "metrics/drift_monitor.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -142,6 +143,7 @@ struct DriftMonitor::Feature {
   enum class Kind { kValue, kMean, kClass };
   std::string tensor, name;
   Kind kind = Kind::kValue;
+  size_t tensor_index = 0;  // into DriftMonitor::tensors_
   size_t position = 0;  // kValue: which value of the row
   bool ks = false;
   size_t classes = 0;   // kClass: histogram width
@@ -203,6 +205,12 @@ StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitor::Create(DriftSpec spec,
     feature.classes = size == 1 ? kMaxClasses : std::min(static_cast<size_t>(size), kMaxClasses);
     features.push_back(std::move(feature));
   }
+  for (Feature& feature : features) {
+    auto known = std::ranges::find(monitor->tensors_, feature.tensor);
+    feature.tensor_index = static_cast<size_t>(known - monitor->tensors_.begin());
+    if (known == monitor->tensors_.end()) monitor->tensors_.push_back(feature.tensor);
+  }
+  monitor->scratch_.resize(monitor->tensors_.size());
   if (features.size() > kMaxFeatures) {
     return Status::InvalidArgument("parameter 'drift' makes " + std::to_string(features.size()) + " features; at most " +
                                    std::to_string(kMaxFeatures));
@@ -258,26 +266,28 @@ void DriftMonitor::BindMetrics(MetricsRegistry* registry, const MetricLabels& ve
 
 void DriftMonitor::Record(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, int64_t rows) {
   if (rows <= 0) return;
-  // Each named tensor's values, read once; a request without one of them is skipped whole, so
-  // that every feature sees the same rows.
-  std::map<std::string_view, std::pair<const Tensor*, std::vector<double>>> values;
-  MutexLock lock(&mu_);
-  for (const Feature& feature : features_) {
-    if (values.contains(feature.tensor)) continue;
-    const Tensor* tensor = nullptr;
+  // Each named tensor, found once; a request without one of them is skipped whole, so that every
+  // feature sees the same rows.
+  std::array<const Tensor*, kMaxFeatures> found{};
+  for (size_t t = 0; t < tensors_.size(); ++t) {
     for (const auto* list : {&inputs, &outputs}) {
-      auto it = std::ranges::find_if(*list, [&](const Tensor& t) { return t.name == feature.tensor; });
-      if (it != list->end()) tensor = &*it;
+      auto it = std::ranges::find_if(*list, [&](const Tensor& tensor) { return tensor.name == tensors_[t]; });
+      if (it != list->end()) found[t] = &*it;
     }
-    if (tensor == nullptr) return;
-    auto doubles = TensorAsDoubles(*tensor);
-    if (!doubles.ok() || doubles->empty() || doubles->size() % static_cast<size_t>(rows) != 0) return;
-    values.emplace(feature.tensor, std::make_pair(tensor, std::move(doubles).value()));
+    if (found[t] == nullptr) return;
+  }
+  MutexLock lock(&mu_);
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    std::vector<double>& values = scratch_[t];
+    values.clear();
+    if (!ForEachNumber(*found[t], [&](double value) { values.push_back(value); })) return;
+    if (values.empty() || values.size() % static_cast<size_t>(rows) != 0) return;
   }
   for (int64_t row = 0; row < rows; ++row) {
     const bool to_reference = !reference_complete_;
     for (Feature& feature : features_) {
-      const auto& [tensor, all] = values.at(feature.tensor);
+      const Tensor* tensor = found[feature.tensor_index];
+      const std::vector<double>& all = scratch_[feature.tensor_index];
       const size_t width = all.size() / static_cast<size_t>(rows);
       const double* first = all.data() + static_cast<size_t>(row) * width;
       double value = 0;

@@ -118,6 +118,9 @@ class DriftMonitor {
   const DriftSpec spec_;
   mutable Mutex mu_;
   std::vector<Feature> features_ GUARDED_BY(mu_);
+  std::vector<std::string> tensors_;  // the named tensors, each once; Feature::tensor_index into it
+  // One request's values per tensor, reused from request to request (no allocation once grown).
+  std::vector<std::vector<double>> scratch_ GUARDED_BY(mu_);
   size_t reference_rows_ GUARDED_BY(mu_) = 0;
   bool reference_complete_ GUARDED_BY(mu_) = false;
   bool reference_from_file_ = false;

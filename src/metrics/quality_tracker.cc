@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "common/classification.h"
+#include "common/classification.h"  // ForEachNumber
 
 namespace inferd {
 namespace {
@@ -125,30 +125,36 @@ QualityTracker::QualityTracker(QualitySpec spec, std::vector<std::string> labels
 }
 
 StatusOr<std::vector<double>> QualityTracker::Predictions(const Tensor& output, int64_t rows) const {
-  if (spec_.task == QualitySpec::Task::kRegression) {
-    ASSIGN_OR_RETURN(std::vector<double> values, TensorAsDoubles(output));
-    if (values.size() != static_cast<size_t>(rows)) {
-      return Status::InvalidArgument("a regression output has one value per row");
-    }
-    return values;
-  }
   const size_t elements = output.byte_size / std::max<size_t>(1, DataTypeSize(output.dtype));
   if (rows <= 0 || elements % static_cast<size_t>(rows) != 0) return Status::InvalidArgument("rows do not split");
-  std::vector<double> predicted;
-  if (elements / static_cast<size_t>(rows) == 1) {
-    ASSIGN_OR_RETURN(predicted, TensorAsDoubles(output));
-    for (double& value : predicted) {
-      if (IsFloat(output.dtype)) {
-        value = value >= spec_.threshold ? 1.0 : 0.0;
-      } else if (value < 0 || value >= static_cast<double>(kMaxClasses)) {
-        return Status::InvalidArgument("a class index out of range");
+  const size_t width = elements / static_cast<size_t>(rows);
+  const bool regression = spec_.task == QualitySpec::Task::kRegression;
+  if (regression && width != 1) return Status::InvalidArgument("a regression output has one value per row");
+  // One pass over the values in place: per row, its one value or its argmax (the first of equal
+  // highest scores, as TopClasses ranks them).
+  std::vector<double> predicted(static_cast<size_t>(rows));
+  double best = 0;
+  size_t at = 0;
+  bool in_range = true;
+  const bool numeric = ForEachNumber(output, [&](double value) {
+    const size_t row = at / width, column = at % width;
+    ++at;
+    if (width == 1) {
+      if (regression) {
+        predicted[row] = value;
+      } else if (IsFloat(output.dtype)) {
+        predicted[row] = value >= spec_.threshold ? 1.0 : 0.0;
+      } else {
+        in_range = in_range && value >= 0 && value < static_cast<double>(kMaxClasses);
+        predicted[row] = value;
       }
+    } else if (column == 0 || value > best) {
+      best = value;
+      predicted[row] = static_cast<double>(column);
     }
-    return predicted;
-  }
-  ASSIGN_OR_RETURN(std::vector<ClassScore> best, TopClasses(output, rows, 1));
-  predicted.reserve(best.size());
-  for (const ClassScore& score : best) predicted.push_back(static_cast<double>(score.index));
+  });
+  if (!numeric) return Status::InvalidArgument("output '" + output.name + "' is not numeric");
+  if (!in_range) return Status::InvalidArgument("a class index out of range");
   return predicted;
 }
 

@@ -260,7 +260,7 @@ def test_a_bad_request_to_an_ensemble_is_refused_before_any_step(tmp_path):
 
 def test_a_breaker_opens_on_a_failing_step_fails_fast_and_closes_again(tmp_path):
     guarded = chain(extra='parameters { key: "circuit_breaker.last" '
-                          'value: { string_value: "consecutive_failures=3,cool_down_seconds=1" } }')
+                          'value: { string_value: "consecutive_failures=3,cool_down_seconds=3" } }')
     server = start(tmp_path, {"first": add_sub(), "second": add_sub(), "last": IDENTITY, "chain": guarded},
                    "--model-control-mode", "explicit", "--load-model", "chain")
     try:
@@ -276,7 +276,9 @@ def test_a_breaker_opens_on_a_failing_step_fails_fast_and_closes_again(tmp_path)
         assert state() == 1
         assert requests.post(server.url + "/v2/repository/models/last/load", timeout=60).status_code == 200
         import time
-        time.sleep(1.2)  # the cool-down: the next request is a probe, and it succeeds
+        # The cool-down: the next request is a probe, and it succeeds. 3 s, not 1: on a loaded CI
+        # machine the fail-fast request above once came after a 1 s cool-down and probed instead.
+        time.sleep(3.2)
         assert outputs_by_name(server.infer("chain", inputs([1, 2, 3, 4], [0, 0, 0, 0])))["TWICE_A"] == [2, 4, 6, 8]
         assert state() == 0
     finally:
