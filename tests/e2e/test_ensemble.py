@@ -276,8 +276,9 @@ def test_a_breaker_opens_on_a_failing_step_fails_fast_and_closes_again(tmp_path)
         assert state() == 1
         assert requests.post(server.url + "/v2/repository/models/last/load", timeout=60).status_code == 200
         import time
-        # The cool-down: the next request is a probe, and it succeeds. 3 s, not 1: on a loaded CI
-        # machine the fail-fast request above once came after a 1 s cool-down and probed instead.
+        # The cool-down: the next request is a probe, and it succeeds. 3 s, not 1: the test failed
+        # once on a loaded machine (cause not captured); a fail-fast request that arrives after the
+        # cool-down probes instead, and 1 s left little room.
         time.sleep(3.2)
         assert outputs_by_name(server.infer("chain", inputs([1, 2, 3, 4], [0, 0, 0, 0])))["TWICE_A"] == [2, 4, 6, 8]
         assert state() == 0
