@@ -27,7 +27,8 @@ PACKAGES=(
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
   python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
   python3-pil                         # the image pipeline's reference (tests/e2e/test_image_pipeline.py)
-  prometheus                          # promtool: exposition-format and rule tests (tests/metrics)
+  prometheus                          # promtool: exposition-format and rule tests (tests/e2e/test_metrics.py, CTest prometheus_rules)
+  chromium                            # headless, the status page's test (tests/e2e/test_dashboard.py)
 )
 # Benchmarks only (`scripts/setup.sh --bench`): the load generators (wrk; h2load from
 # nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, Node.js for ONNX

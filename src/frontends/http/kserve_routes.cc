@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "core/server_info.h"
+#include "frontends/http/dashboard_page.h"
 #include "frontends/http/http_responses.h"
 #include "frontends/http/kserve_codec.h"
 #include "frontends/http/kserve_json.h"
@@ -233,9 +234,16 @@ HttpHandler MakeKServeHandler(InferenceServer* server) {
 
 HttpHandler MakeMetricsHandler(InferenceServer* server) {
   return [server](HttpRequest request, Responder respond) {
-    if (request.path != "/metrics")
-      return respond(Error(404, "unknown path " + request.path + "; try /metrics"));
+    const bool known = request.path == "/metrics" || request.path == "/dashboard" || request.path == "/dashboard/status";
+    if (!known) return respond(Error(404, "unknown path " + request.path + "; try /metrics or /dashboard"));
     if (request.method != HttpMethod::kGet) return respond(MethodNotAllowed("GET"));
+    if (request.path == "/dashboard") return respond({200, "text/html; charset=utf-8", std::string(DashboardPage()), {}});
+    if (request.path == "/dashboard/status") {
+      // What the page shows besides /metrics: every model's state (as the repository index says
+      // it) and the active alerts.
+      return respond(Json(200, "{\"models\":" + RepositoryIndexJson(server->RepositoryIndex()) + ",\"alerts\":" +
+                                   AlertsJson(server->ActiveAlerts(), server->ActiveDriftAlerts()) + "}"));
+    }
     respond({200, "text/plain; version=0.0.4; charset=utf-8", server->metrics().RenderText(), {}});
   };
 }
