@@ -90,6 +90,13 @@ InferenceServer::InferenceServer(ServerOptions options)
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);
   RegisterProcessMetrics(&metrics_);
+  GpuMetrics::RegisterMetricFamilies(&metrics_);
+  gpus_ = GpuMetrics::Load(&metrics_);
+  if (gpus_->gpu_count() > 0) {
+    spdlog::info("GPU metrics: {} GPU(s) through NVML", gpus_->gpu_count());
+  } else {
+    spdlog::info("no GPU metrics: {}", gpus_->unavailable_reason());
+  }
   rollouts_ = std::make_unique<RolloutController>(models_.get(), &metrics_, [this](const std::string& model, int64_t version) {
     PostLifecycleTask([this, model, version] {
       if (Status status = models_->RetireVersion(model, version); !status.ok()) {

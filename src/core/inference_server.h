@@ -24,6 +24,7 @@
 #include "lifecycle/traffic.h"
 #include "metrics/alert_board.h"
 #include "metrics/drift_monitor.h"
+#include "metrics/gpu_metrics.h"
 #include "metrics/quality_tracker.h"
 #include "metrics/metrics_registry.h"
 #include "pipeline/load_forecast.h"
@@ -179,6 +180,7 @@ class InferenceServer {
   const ServerOptions options_;
   RealClock clock_;
   MetricsRegistry metrics_;
+  std::unique_ptr<GpuMetrics> gpus_;  // after metrics_: removes its series from it when it goes
   std::unique_ptr<BackendRegistry> backends_;
   ForecastBoard forecasts_;  // before models_: routers read it
   AlertBoard alerts_{options_.alert_rules};

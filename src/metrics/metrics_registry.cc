@@ -1,6 +1,7 @@
 #include "metrics/metrics_registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -32,6 +33,9 @@ std::string RenderLabels(const MetricLabels& labels, const std::string& extra = 
 }
 
 std::string FormatNumber(double value) {
+  // The exposition format's spellings; printf would write "nan" or "-nan".
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.17g", value);
   return buffer;
