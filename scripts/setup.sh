@@ -35,6 +35,7 @@ PACKAGES=(
 # Runtime (npm onnxruntime-node, installed by bench/engine_bench.py), and scikit-learn.
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(nginx-light wrk nghttp2-client)
+  PACKAGES+=(prometheus-cpp-dev libbenchmark-dev)  # bench/metrics: our registry against prometheus-cpp's
   PACKAGES+=(python3-sklearn)  # its bundled digits data set trains the cascade's classifiers (bench/router_bench.py)
   command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 fi
