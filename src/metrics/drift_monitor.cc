@@ -182,8 +182,7 @@ StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitor::Create(DriftSpec spec,
     }
     return it->second;
   };
-  MutexLock lock(&monitor->mu_);
-  auto& features = monitor->features_;
+  std::vector<Feature> features;  // the monitor's, once complete (no other thread sees it before)
   auto per_value = [&](const std::string& tensor, bool ks) -> Status {
     ASSIGN_OR_RETURN(const int64_t size, row_size(tensor));
     if (size > kMaxValuesAsFeatures) {
@@ -210,22 +209,29 @@ StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitor::Create(DriftSpec spec,
     feature.tensor_index = static_cast<size_t>(known - monitor->tensors_.begin());
     if (known == monitor->tensors_.end()) monitor->tensors_.push_back(feature.tensor);
   }
-  monitor->scratch_.resize(monitor->tensors_.size());
   if (features.size() > kMaxFeatures) {
     return Status::InvalidArgument("parameter 'drift' makes " + std::to_string(features.size()) + " features; at most " +
                                    std::to_string(kMaxFeatures));
+  }
+  std::vector<std::string> tensor_names;
+  for (const Feature& feature : features) {
+    if (std::ranges::find(tensor_names, feature.tensor) == tensor_names.end()) tensor_names.push_back(feature.tensor);
+  }
+  {
+    MutexLock lock(&monitor->mu_);
+    monitor->features_ = std::move(features);
+    monitor->scratch_.resize(monitor->tensors_.size());
   }
   if (s.reference_dir.empty()) return monitor;
 
   // The reference from files: each tensor's rows, fed as requests would be.
   std::map<std::string, Tensor> files;
-  for (const Feature& feature : features) {
-    if (files.contains(feature.tensor)) continue;
-    const std::filesystem::path path = model_dir / s.reference_dir / (feature.tensor + ".npy");
+  for (const std::string& name : tensor_names) {
+    const std::filesystem::path path = model_dir / s.reference_dir / (name + ".npy");
     auto tensor = ReadNpy(path);
     if (!tensor.ok()) return Status::InvalidArgument("drift reference " + path.string() + ": " + tensor.status().message());
-    tensor->name = feature.tensor;
-    files.emplace(feature.tensor, std::move(tensor).value());
+    tensor->name = name;
+    files.emplace(name, std::move(tensor).value());
   }
   const int64_t rows = files.begin()->second.shape.empty() ? 1 : files.begin()->second.shape[0];
   for (const auto& [name, tensor] : files) {
@@ -235,10 +241,9 @@ StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitor::Create(DriftSpec spec,
   }
   std::vector<Tensor> all;
   for (auto& [name, tensor] : files) all.push_back(tensor);
-  lock.Unlock();
   monitor->reference_from_file_ = true;
   monitor->Record(all, {}, rows);
-  lock.Lock();
+  MutexLock lock(&monitor->mu_);
   if (monitor->reference_rows_ == 0) return Status::InvalidArgument("the drift reference files hold no usable rows");
   monitor->FinishReference();
   return monitor;

@@ -83,8 +83,10 @@ double EstablishedConnections(int port) {
 void RegisterConnectionMetrics(MetricsRegistry* registry, const std::vector<std::pair<std::string, int>>& listeners) {
   registry->Declare("inferd_open_connections", MetricsRegistry::Type::kGauge,
                     "Client connections open on a listener (http, grpc, metrics), from the kernel's TCP table.");
-  for (const auto& [name, port] : listeners) {
-    registry->AddScrapedValue("inferd_open_connections", {{"listener", name}}, [port] { return EstablishedConnections(port); });
+  for (const auto& listener : listeners) {
+    const int port = listener.second;  // a copy: clang's lambdas cannot capture structured bindings
+    registry->AddScrapedValue("inferd_open_connections", {{"listener", listener.first}},
+                              [port] { return EstablishedConnections(port); });
   }
 }
 

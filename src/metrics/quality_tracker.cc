@@ -221,47 +221,49 @@ void QualityTracker::Count(FeedbackOutcome outcome) {
 FeedbackOutcome QualityTracker::AddFeedback(const std::string& id, const std::vector<FeedbackLabel>& labels) {
   const TimePoint now = clock_->Now();
   MutexLock lock(&mu_);
-  auto outcome = [&]() {
-    auto found = by_id_.find(id);
-    if (found == by_id_.end()) return FeedbackOutcome::kUnknown;
-    Entry& entry = ring_[found->second];
-    if (now - entry.at > spec_.max_age) return FeedbackOutcome::kExpired;
-    if (entry.answered) return FeedbackOutcome::kDuplicate;
-    if (labels.size() != entry.predicted.size()) return FeedbackOutcome::kInvalid;
-    const bool regression = spec_.task == QualitySpec::Task::kRegression;
-    std::vector<int64_t> truths;
-    for (const FeedbackLabel& label : labels) {
-      if (regression && !std::holds_alternative<double>(label)) return FeedbackOutcome::kInvalid;
-      if (!regression && ClassOf(label) < 0) return FeedbackOutcome::kInvalid;
-      if (!regression) truths.push_back(ClassOf(label));
-    }
-    entry.answered = true;
-    for (size_t row = 0; row < labels.size(); ++row) {
-      ++pairs_;
-      if (regression) {
-        absolute_error_sum_ += std::abs(entry.predicted[row] - std::get<double>(labels[row]));
-        continue;
-      }
-      const int64_t predicted = static_cast<int64_t>(entry.predicted[row]), truth = truths[row];
-      if (predicted == truth) {
-        ++correct_;
-        ClassCounts& c = Class(truth);
-        ++c.true_positives;
-        if (c.tp_series) c.tp_series->Increment();
-        continue;
-      }
-      ClassCounts& predicted_class = Class(predicted);
-      ++predicted_class.false_positives;
-      if (predicted_class.fp_series) predicted_class.fp_series->Increment();
-      ClassCounts& true_class = Class(truth);
-      ++true_class.false_negatives;
-      if (true_class.fn_series) true_class.fn_series->Increment();
-    }
-    return FeedbackOutcome::kJoined;
-  }();
+  const FeedbackOutcome outcome = Join(id, labels, now);
   CountLocked(outcome);
   if (outcome == FeedbackOutcome::kJoined) PublishRatios();
   return outcome;
+}
+
+FeedbackOutcome QualityTracker::Join(const std::string& id, const std::vector<FeedbackLabel>& labels, TimePoint now) {
+  auto found = by_id_.find(id);
+  if (found == by_id_.end()) return FeedbackOutcome::kUnknown;
+  Entry& entry = ring_[found->second];
+  if (now - entry.at > spec_.max_age) return FeedbackOutcome::kExpired;
+  if (entry.answered) return FeedbackOutcome::kDuplicate;
+  if (labels.size() != entry.predicted.size()) return FeedbackOutcome::kInvalid;
+  const bool regression = spec_.task == QualitySpec::Task::kRegression;
+  std::vector<int64_t> truths;
+  for (const FeedbackLabel& label : labels) {
+    if (regression && !std::holds_alternative<double>(label)) return FeedbackOutcome::kInvalid;
+    if (!regression && ClassOf(label) < 0) return FeedbackOutcome::kInvalid;
+    if (!regression) truths.push_back(ClassOf(label));
+  }
+  entry.answered = true;
+  for (size_t row = 0; row < labels.size(); ++row) {
+    ++pairs_;
+    if (regression) {
+      absolute_error_sum_ += std::abs(entry.predicted[row] - std::get<double>(labels[row]));
+      continue;
+    }
+    const int64_t predicted = static_cast<int64_t>(entry.predicted[row]), truth = truths[row];
+    if (predicted == truth) {
+      ++correct_;
+      ClassCounts& c = Class(truth);
+      ++c.true_positives;
+      if (c.tp_series) c.tp_series->Increment();
+      continue;
+    }
+    ClassCounts& predicted_class = Class(predicted);
+    ++predicted_class.false_positives;
+    if (predicted_class.fp_series) predicted_class.fp_series->Increment();
+    ClassCounts& true_class = Class(truth);
+    ++true_class.false_negatives;
+    if (true_class.fn_series) true_class.fn_series->Increment();
+  }
+  return FeedbackOutcome::kJoined;
 }
 
 QualityTracker::MacroRatios QualityTracker::Macro() const {

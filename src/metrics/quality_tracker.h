@@ -113,6 +113,8 @@ class QualityTracker {
   int64_t ClassOf(const FeedbackLabel& label) const REQUIRES(mu_);
   ClassCounts& Class(int64_t index) REQUIRES(mu_);
   void CountLocked(FeedbackOutcome outcome) REQUIRES(mu_);
+  // Joins `labels` with the prediction remembered for `id`, and says how that went.
+  FeedbackOutcome Join(const std::string& id, const std::vector<FeedbackLabel>& labels, TimePoint now) REQUIRES(mu_);
   struct MacroRatios {
     double precision = 0, recall = 0;
   };
