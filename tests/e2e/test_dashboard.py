@@ -23,7 +23,8 @@ def chromium(*args, timeout=90):
     if binary is None:
         pytest.fail("chromium missing: scripts/setup.sh installs Debian's chromium")
     # Virtual time runs the page's 2 s polls quickly; it waits for each fetch to finish.
-    command = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+    # --disable-dev-shm-usage: containers often have a small /dev/shm.
+    command = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
                "--window-size=1280,900", "--virtual-time-budget=14000", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
