@@ -375,21 +375,6 @@ StatusOr<bool> LoadsLazily(const ModelConfig& config) {
   return mode == "lazy";
 }
 
-StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOptionList(const std::string& text) {
-  std::vector<std::pair<std::string, std::string>> options;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
-    if (first == std::string::npos) continue;
-    item = item.substr(first, last - first + 1);
-    const size_t equals = item.find('=');
-    if (equals == std::string::npos) return Status::InvalidArgument("expected key=value, got '" + item + "'");
-    options.emplace_back(item.substr(0, equals), item.substr(equals + 1));
-  }
-  return options;
-}
-
 StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text) {
   double number = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);

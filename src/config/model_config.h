@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/option_list.h"  // ParseOptionList, for the parameters read here
 #include "common/status.h"
 #include "common/tensor.h"
 #include "model_config.pb.h"
@@ -68,9 +69,6 @@ StatusOr<bool> LoadsLazily(const ModelConfig& config);
 // `fallback` when absent, an error when it is not a non-negative integer (checked at load).
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback);
 
-// A parameter value of the form "key=value,key=value" (circuit breakers, router pools), as pairs
-// in order; an error for an item without '='. Spaces around items are dropped.
-StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOptionList(const std::string& text);
 // A non-negative decimal number (an option's or parameter's value); the error names `what`.
 StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text);
 

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <map>
 
 #include "common/classification.h"
+#include "common/option_list.h"
 #include "common/npy.h"
 
 namespace inferd {
@@ -16,12 +16,6 @@ constexpr size_t kMaxFeatures = 64;
 constexpr int64_t kMaxValuesAsFeatures = 16;  // wider rows give one feature: their mean
 constexpr size_t kMaxClasses = 1000;
 constexpr double kProportionFloor = 1e-4;
-
-template <typename T>
-bool ParseNumber(std::string_view text, T* value) {
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return error == std::errc() && end == text.data() + text.size();
-}
 
 std::vector<std::string> SplitNames(std::string_view text) {
   std::vector<std::string> names;
@@ -39,7 +33,7 @@ Status SetOption(std::string_view key, std::string_view value, DriftSpec* spec) 
                                    std::string(wants));
   };
   auto count = [&](size_t* out, size_t low, size_t high) {
-    return ParseNumber(value, out) && *out >= low && *out <= high;
+    return ParseWholeNumber(value, out) && *out >= low && *out <= high;
   };
   if (key == "features") {
     spec->features = SplitNames(value);
@@ -54,12 +48,12 @@ Status SetOption(std::string_view key, std::string_view value, DriftSpec* spec) 
   } else if (key == "bins") {
     if (!count(&spec->bins, 2, 100)) return bad("a count from 2 to 100");
   } else if (key == "psi_threshold") {
-    if (!ParseNumber(value, &spec->psi_threshold) || !(spec->psi_threshold > 0)) return bad("a positive number");
+    if (!ParseWholeNumber(value, &spec->psi_threshold) || !(spec->psi_threshold > 0)) return bad("a positive number");
   } else if (key == "ks_threshold") {
-    if (!ParseNumber(value, &spec->ks_threshold) || !(spec->ks_threshold > 0 && spec->ks_threshold < 1))
+    if (!ParseWholeNumber(value, &spec->ks_threshold) || !(spec->ks_threshold > 0 && spec->ks_threshold < 1))
       return bad("a number between 0 and 1");
   } else if (key == "ks_alpha") {
-    if (!ParseNumber(value, &spec->ks_alpha) || !(spec->ks_alpha > 0 && spec->ks_alpha < 1))
+    if (!ParseWholeNumber(value, &spec->ks_alpha) || !(spec->ks_alpha > 0 && spec->ks_alpha < 1))
       return bad("a number between 0 and 1");
   } else if (key == "reference") {
     if (value.empty() || value.find("..") != std::string_view::npos || value.front() == '/')
@@ -76,17 +70,10 @@ Status SetOption(std::string_view key, std::string_view value, DriftSpec* spec) 
 }  // namespace
 
 StatusOr<DriftSpec> ParseDriftSpec(std::string_view text) {
+  auto options = ParseOptionList(std::string(text));
+  if (!options.ok()) return Status::InvalidArgument("parameter 'drift': " + options.status().message());
   DriftSpec spec;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    const size_t equals = item.find('=');
-    if (equals == std::string_view::npos) {
-      return Status::InvalidArgument("parameter 'drift': '" + std::string(item) + "' is not key=value");
-    }
-    RETURN_IF_ERROR(SetOption(item.substr(0, equals), item.substr(equals + 1), &spec));
-  }
+  for (const auto& [key, value] : *options) RETURN_IF_ERROR(SetOption(key, value, &spec));
   if (spec.features.empty() && spec.classes.empty() && spec.continuous.empty()) {
     return Status::InvalidArgument("parameter 'drift' names no tensor (features=, classes= or continuous=)");
   }

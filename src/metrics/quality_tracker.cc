@@ -1,10 +1,10 @@
 #include "metrics/quality_tracker.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
 #include "common/classification.h"  // ForEachNumber
+#include "common/option_list.h"
 
 namespace inferd {
 namespace {
@@ -14,12 +14,6 @@ namespace {
 constexpr int64_t kMaxClasses = 1 << 16;
 
 bool IsFloat(DataType type) { return type == DataType::kFp16 || type == DataType::kFp32 || type == DataType::kFp64; }
-
-template <typename T>
-bool ParseNumber(std::string_view text, T* value) {
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return error == std::errc() && end == text.data() + text.size();
-}
 
 Status SetOption(std::string_view key, std::string_view value, QualitySpec* spec) {
   auto bad = [&](std::string_view wants) {
@@ -34,16 +28,16 @@ Status SetOption(std::string_view key, std::string_view value, QualitySpec* spec
     else if (value == "regression") spec->task = QualitySpec::Task::kRegression;
     else return bad("classification or regression");
   } else if (key == "window") {
-    if (!ParseNumber(value, &spec->window) || spec->window == 0 || spec->window > 10'000'000)
+    if (!ParseWholeNumber(value, &spec->window) || spec->window == 0 || spec->window > 10'000'000)
       return bad("a count from 1 to 10000000");
   } else if (key == "max_age_s") {
     int64_t seconds = 0;
-    if (!ParseNumber(value, &seconds) || seconds <= 0) return bad("a positive number of seconds");
+    if (!ParseWholeNumber(value, &seconds) || seconds <= 0) return bad("a positive number of seconds");
     spec->max_age = std::chrono::seconds(seconds);
   } else if (key == "threshold") {
-    if (!ParseNumber(value, &spec->threshold) || !std::isfinite(spec->threshold)) return bad("a number");
+    if (!ParseWholeNumber(value, &spec->threshold) || !std::isfinite(spec->threshold)) return bad("a number");
   } else if (key == "max_class_series") {
-    if (!ParseNumber(value, &spec->max_class_series) || spec->max_class_series > 1000) return bad("a count up to 1000");
+    if (!ParseWholeNumber(value, &spec->max_class_series) || spec->max_class_series > 1000) return bad("a count up to 1000");
   } else {
     return Status::InvalidArgument("parameter 'quality': unknown key '" + std::string(key) +
                                    "' (output, task, window, max_age_s, threshold, max_class_series)");
@@ -54,17 +48,10 @@ Status SetOption(std::string_view key, std::string_view value, QualitySpec* spec
 }  // namespace
 
 StatusOr<QualitySpec> ParseQualitySpec(std::string_view text) {
+  auto options = ParseOptionList(std::string(text));
+  if (!options.ok()) return Status::InvalidArgument("parameter 'quality': " + options.status().message());
   QualitySpec spec;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    const size_t equals = item.find('=');
-    if (equals == std::string_view::npos) {
-      return Status::InvalidArgument("parameter 'quality': '" + std::string(item) + "' is not key=value");
-    }
-    RETURN_IF_ERROR(SetOption(item.substr(0, equals), item.substr(equals + 1), &spec));
-  }
+  for (const auto& [key, value] : *options) RETURN_IF_ERROR(SetOption(key, value, &spec));
   if (spec.output.empty()) return Status::InvalidArgument("parameter 'quality' names no output (output=NAME)");
   return spec;
 }
