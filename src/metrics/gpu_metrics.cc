@@ -5,19 +5,24 @@
 #include <limits>
 #include <vector>
 
-namespace inferd {
-namespace {
-
-// NVML's C ABI, the part used here (nvml.h): return 0 is NVML_SUCCESS.
-using NvmlReturn = int;
-using NvmlDevice = struct NvmlDeviceOpaque*;
-struct NvmlUtilization {
+// NVML's C types, the part used here, under nvml.h's own names and at global scope: UBSan's
+// function-type check compares our pointers' types with the library's (tests/unit/fake_nvml.cc).
+struct nvmlDevice_st;
+struct nvmlUtilization_st {
   unsigned int gpu;     // percent of the last sample period a kernel ran
   unsigned int memory;  // percent of it memory was read or written
 };
-struct NvmlMemory {
+struct nvmlMemory_st {
   unsigned long long total, free, used;  // bytes
 };
+
+namespace inferd {
+namespace {
+
+using NvmlReturn = int;  // 0 is NVML_SUCCESS
+using NvmlDevice = nvmlDevice_st*;
+using NvmlUtilization = nvmlUtilization_st;
+using NvmlMemory = nvmlMemory_st;
 constexpr int kNvmlClockSm = 1;  // NVML_CLOCK_SM
 constexpr unsigned kNameLength = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 

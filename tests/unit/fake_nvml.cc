@@ -4,17 +4,19 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace {
-struct Device {
+// NVML's types as nvml.h names them (and as metrics/gpu_metrics.cc declares them).
+struct nvmlDevice_st {
   unsigned index;
 };
-Device devices[2] = {{0}, {1}};
+struct nvmlUtilization_st { unsigned int gpu, memory; };
+struct nvmlMemory_st { unsigned long long total, free, used; };
+
+namespace {
+nvmlDevice_st devices[2] = {{0}, {1}};
 int initialised = 0;
 }  // namespace
 
 extern "C" {
-struct NvmlUtilization { unsigned int gpu, memory; };
-struct NvmlMemory { unsigned long long total, free, used; };
 
 int nvmlInit_v2() {
   if (std::getenv("FAKE_NVML_FAIL_INIT") != nullptr) return 999;  // NVML_ERROR_UNKNOWN
@@ -29,28 +31,28 @@ int nvmlDeviceGetCount_v2(unsigned int* count) {
   *count = 2;
   return 0;
 }
-int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_st** device) {
   if (index >= 2) return 2;  // NVML_ERROR_INVALID_ARGUMENT
   *device = &devices[index];
   return 0;
 }
-int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
-  std::strncpy(name, static_cast<Device*>(device)->index == 0 ? "Fake GPU A" : "Fake GPU B", length);
+int nvmlDeviceGetName(nvmlDevice_st* device, char* name, unsigned int length) {
+  std::strncpy(name, device->index == 0 ? "Fake GPU A" : "Fake GPU B", length);
   return 0;
 }
-int nvmlDeviceGetUtilizationRates(void* device, NvmlUtilization* u) {
-  u->gpu = static_cast<Device*>(device)->index == 0 ? 75 : 0;
+int nvmlDeviceGetUtilizationRates(nvmlDevice_st* device, nvmlUtilization_st* u) {
+  u->gpu = device->index == 0 ? 75 : 0;
   u->memory = 10;
   return 0;
 }
-int nvmlDeviceGetMemoryInfo(void* device, NvmlMemory* m) {
-  if (static_cast<Device*>(device)->index == 1) return 15;  // NVML_ERROR_GPU_IS_LOST
+int nvmlDeviceGetMemoryInfo(nvmlDevice_st* device, nvmlMemory_st* m) {
+  if (device->index == 1) return 15;  // NVML_ERROR_GPU_IS_LOST
   m->total = 80ull << 30;
   m->used = 3ull << 30;
   m->free = m->total - m->used;
   return 0;
 }
-int nvmlDeviceGetClockInfo(void*, int type, unsigned int* mhz) {
+int nvmlDeviceGetClockInfo(nvmlDevice_st*, int type, unsigned int* mhz) {
   *mhz = type == 1 ? 1410 : 0;
   return 0;
 }
