@@ -243,6 +243,20 @@ IDENTITY = """
     """
 
 
+def alternate_rounds(servers, body, rounds, seconds):
+    """The same wrk load on each server in turn, `rounds` times: {name: [result]}, each with the
+    server's CPU time per request (cpu_us)."""
+    results = {name: [] for name in servers}
+    for _ in range(rounds):
+        for name, server in servers.items():
+            before = server.cpu_seconds()
+            result = wrk(server.url + "/v2/models/identity/infer", body, 8, seconds)
+            assert result["errors"] == 0, result
+            result["cpu_us"] = (server.cpu_seconds() - before) / (result["rps"] * seconds) * 1e6
+            results[name].append(result)
+    return results
+
+
 def ab(args):
     """The per-request cost of a change: the same load on two builds, alternated round by round."""
     plain = write_repo({"identity": IDENTITY})
@@ -257,18 +271,11 @@ def ab(args):
     print("| repository | build | req/s (median) | server CPU us/request (median) | p99 ms |")
     print("|---|---|---:|---:|---:|")
     for label, repo in (("one version", plain), ("two versions, split 1:100", split)):
-        results = {name: [] for name in binaries}
         servers = {name: Inferd(repo, binary=binary) for name, binary in binaries.items()}
         try:
             for server in servers.values():
                 post(server.url + "/v2/models/identity/infer", body)
-            for _ in range(args.rounds):
-                for name, server in servers.items():
-                    before = server.cpu_seconds()
-                    result = wrk(server.url + "/v2/models/identity/infer", body, 8, args.seconds)
-                    assert result["errors"] == 0, result
-                    result["cpu_us"] = (server.cpu_seconds() - before) / (result["rps"] * args.seconds) * 1e6
-                    results[name].append(result)
+            results = alternate_rounds(servers, body, args.rounds, args.seconds)
         finally:
             for server in servers.values():
                 server.stop()
@@ -293,18 +300,11 @@ def observability(args):
           f"wrk {args.seconds}s\n")
     print("| tracking | req/s (median) | server CPU us/request (median) | p99 ms | req/s vs off |")
     print("|---|---:|---:|---:|---:|")
-    results = {name: [] for name in repos}
     servers = {name: Inferd(repo) for name, repo in repos.items()}
     try:
         for server in servers.values():
             post(server.url + "/v2/models/identity/infer", body.replace("@ID@", "warm"))
-        for _ in range(args.rounds):
-            for name, server in servers.items():
-                before = server.cpu_seconds()
-                result = wrk(server.url + "/v2/models/identity/infer", body, 8, args.seconds)
-                assert result["errors"] == 0, result
-                result["cpu_us"] = (server.cpu_seconds() - before) / (result["rps"] * args.seconds) * 1e6
-                results[name].append(result)
+        results = alternate_rounds(servers, body, args.rounds, args.seconds)
         tracked = json.load(urllib.request.urlopen(servers["quality + drift"].url + "/v2/models/identity/quality"))
         assert tracked["versions"][0]["predictions_tracked"] > 0, tracked
     finally:

@@ -200,10 +200,6 @@ StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitor::Create(DriftSpec spec,
     return Status::InvalidArgument("parameter 'drift' makes " + std::to_string(features.size()) + " features; at most " +
                                    std::to_string(kMaxFeatures));
   }
-  std::vector<std::string> tensor_names;
-  for (const Feature& feature : features) {
-    if (std::ranges::find(tensor_names, feature.tensor) == tensor_names.end()) tensor_names.push_back(feature.tensor);
-  }
   {
     MutexLock lock(&monitor->mu_);
     monitor->features_ = std::move(features);
@@ -213,7 +209,7 @@ StatusOr<std::unique_ptr<DriftMonitor>> DriftMonitor::Create(DriftSpec spec,
 
   // The reference from files: each tensor's rows, fed as requests would be.
   std::map<std::string, Tensor> files;
-  for (const std::string& name : tensor_names) {
+  for (const std::string& name : monitor->tensors_) {
     const std::filesystem::path path = model_dir / s.reference_dir / (name + ".npy");
     auto tensor = ReadNpy(path);
     if (!tensor.ok()) return Status::InvalidArgument("drift reference " + path.string() + ": " + tensor.status().message());

@@ -436,16 +436,25 @@ std::string RolloutJson(const RolloutStatus& status) {
   return Done(buffer);
 }
 
+namespace {
+
+// {"joined": n, "unknown": n, ...} members into an open object.
+void WriteFeedbackCounts(JsonWriter& w, const std::array<uint64_t, kFeedbackOutcomes>& counts) {
+  for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
+    Str(w, std::string(FeedbackOutcomeName(static_cast<FeedbackOutcome>(i))));
+    w.Uint64(counts[i]);
+  }
+}
+
+}  // namespace
+
 std::string FeedbackResultJson(const std::vector<FeedbackItem>& items, const std::vector<FeedbackOutcome>& outcomes) {
   std::array<uint64_t, kFeedbackOutcomes> counts{};
   for (FeedbackOutcome outcome : outcomes) ++counts[static_cast<size_t>(outcome)];
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartObject();
-  for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
-    Str(w, std::string(FeedbackOutcomeName(static_cast<FeedbackOutcome>(i))));
-    w.Uint64(counts[i]);
-  }
+  WriteFeedbackCounts(w, counts);
   w.Key("results");
   w.StartArray();
   for (size_t i = 0; i < outcomes.size() && i < items.size(); ++i) {
@@ -492,10 +501,7 @@ void WriteQualityReport(JsonWriter& w, int64_t version, const QualityReport& rep
   w.Uint64(report.predictions_tracked);
   w.Key("feedback");
   w.StartObject();
-  for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
-    Str(w, std::string(FeedbackOutcomeName(static_cast<FeedbackOutcome>(i))));
-    w.Uint64(report.feedback[i]);
-  }
+  WriteFeedbackCounts(w, report.feedback);
   w.EndObject();
   w.Key("pairs");
   w.Uint64(report.pairs);
