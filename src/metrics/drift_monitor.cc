@@ -134,13 +134,10 @@ struct DriftMonitor::Feature {
   size_t position = 0;  // kValue: which value of the row
   bool ks = false;
   size_t classes = 0;   // kClass: histogram width
-  bool threshold_binary = false;  // kClass over one float value per row: class = value >= 0.5
 
   std::vector<double> reference;  // raw values until the reference is complete; KS keeps them sorted
   std::vector<double> edges;      // PSI over values
   std::vector<double> expected;   // PSI: the reference's counts per bin
-  std::vector<double> ring;       // the window: values (KS) or bin indices (PSI)
-  size_t next = 0, filled = 0;
   std::vector<double> actual;     // PSI: the window's counts per bin
   DriftScore score;
   bool scored = false;
@@ -151,6 +148,26 @@ struct DriftMonitor::Feature {
     return static_cast<size_t>(std::lower_bound(edges.begin(), edges.end(), value) - edges.begin());
   }
   size_t Bins() const { return kind == Kind::kClass ? classes : edges.size() + 1; }
+
+  // This feature's value in a row of `tensor` (`first`: the row's `width` values).
+  double ValueOf(const Tensor& tensor, const double* first, size_t width) const {
+    switch (kind) {
+      case Kind::kValue:
+        return first[std::min(position, width - 1)];
+      case Kind::kMean: {
+        double sum = 0;
+        for (size_t i = 0; i < width; ++i) sum += first[i];
+        return sum / static_cast<double>(width);
+      }
+      case Kind::kClass:
+        if (width > 1) return static_cast<double>(std::max_element(first, first + width) - first);
+        if (tensor.dtype == DataType::kFp16 || tensor.dtype == DataType::kFp32 || tensor.dtype == DataType::kFp64) {
+          return first[0] >= 0.5 ? 1.0 : 0.0;
+        }
+        return first[0];
+    }
+    return 0;
+  }
 };
 
 DriftMonitor::DriftMonitor(DriftSpec spec) : spec_(std::move(spec)) {}
@@ -273,36 +290,19 @@ void DriftMonitor::Record(const std::vector<Tensor>& inputs, const std::vector<T
   }
   for (int64_t row = 0; row < rows; ++row) {
     const bool to_reference = !reference_complete_;
-    for (Feature& feature : features_) {
-      const Tensor* tensor = found[feature.tensor_index];
+    double* window_row = to_reference ? nullptr : &window_[window_next_ * features_.size()];
+    for (size_t f = 0; f < features_.size(); ++f) {
+      Feature& feature = features_[f];
       const std::vector<double>& all = scratch_[feature.tensor_index];
       const size_t width = all.size() / static_cast<size_t>(rows);
-      const double* first = all.data() + static_cast<size_t>(row) * width;
-      double value = 0;
-      switch (feature.kind) {
-        case Feature::Kind::kValue:
-          value = first[std::min(feature.position, width - 1)];
-          break;
-        case Feature::Kind::kMean:
-          for (size_t i = 0; i < width; ++i) value += first[i];
-          value /= static_cast<double>(width);
-          break;
-        case Feature::Kind::kClass:
-          if (width > 1) {
-            value = static_cast<double>(std::max_element(first, first + width) - first);
-          } else {
-            const bool score = tensor->dtype == DataType::kFp16 || tensor->dtype == DataType::kFp32 ||
-                               tensor->dtype == DataType::kFp64;
-            value = score ? (first[0] >= 0.5 ? 1.0 : 0.0) : first[0];
-          }
-          break;
-      }
+      const double value = feature.ValueOf(*found[feature.tensor_index], all.data() + static_cast<size_t>(row) * width, width);
       if (to_reference) {
         AddReferenceRow(feature, value);
       } else {
-        AddWindowRow(feature, value);
+        AddWindowValue(feature, value, &window_row[f]);
       }
     }
+    if (!to_reference) AdvanceWindow();
     if (to_reference && ++reference_rows_ >= spec_.reference_rows && !reference_from_file_) FinishReference();
   }
 }
@@ -321,30 +321,33 @@ void DriftMonitor::FinishReference() {
       feature.reference = {};
       feature.actual.assign(feature.Bins(), 0);
     }
-    feature.ring.assign(spec_.window, 0);
   }
+  window_.assign(spec_.window * features_.size(), 0);
 }
 
-void DriftMonitor::AddWindowRow(Feature& feature, double value) {
+void DriftMonitor::AddWindowValue(Feature& feature, double value, double* slot) {
   const double kept = feature.ks ? value : static_cast<double>(feature.BinOf(value));
-  if (feature.filled == feature.ring.size()) {
-    if (!feature.ks) --feature.actual[static_cast<size_t>(feature.ring[feature.next])];
-  } else {
-    ++feature.filled;
+  if (!feature.ks) {
+    if (window_filled_ == spec_.window) --feature.actual[static_cast<size_t>(*slot)];
+    ++feature.actual[static_cast<size_t>(kept)];
   }
-  feature.ring[feature.next] = kept;
-  if (!feature.ks) ++feature.actual[static_cast<size_t>(kept)];
-  feature.next = (feature.next + 1) % feature.ring.size();
+  *slot = kept;
+}
+
+void DriftMonitor::AdvanceWindow() {
+  if (window_filled_ < spec_.window) ++window_filled_;
+  if (++window_next_ == spec_.window) window_next_ = 0;
 }
 
 void DriftMonitor::Evaluate(int64_t now_unix_ms) {
   MutexLock lock(&mu_);
-  if (!reference_complete_) return;
-  for (Feature& feature : features_) {
-    if (feature.filled < feature.ring.size()) continue;
+  if (!reference_complete_ || window_filled_ < spec_.window) return;
+  for (size_t f = 0; f < features_.size(); ++f) {
+    Feature& feature = features_[f];
     double score = 0;
     if (feature.ks) {
-      std::vector<double> window = feature.ring;
+      std::vector<double> window(spec_.window);
+      for (size_t row = 0; row < spec_.window; ++row) window[row] = window_[row * features_.size() + f];
       std::sort(window.begin(), window.end());
       score = KolmogorovSmirnov(feature.reference, window);
     } else {
@@ -352,7 +355,7 @@ void DriftMonitor::Evaluate(int64_t now_unix_ms) {
     }
     const double threshold =
         feature.ks ? std::max(spec_.ks_threshold,
-                              KolmogorovSmirnovCritical(feature.reference.size(), feature.ring.size(), spec_.ks_alpha))
+                              KolmogorovSmirnovCritical(feature.reference.size(), spec_.window, spec_.ks_alpha))
                    : spec_.psi_threshold;
     const bool alert = score > threshold;
     if (alert && !feature.score.alert) feature.score.alert_since_unix_ms = now_unix_ms;
@@ -370,9 +373,9 @@ void DriftMonitor::Evaluate(int64_t now_unix_ms) {
 DriftReport DriftMonitor::Report() const {
   MutexLock lock(&mu_);
   DriftReport report{.reference_from_file = reference_from_file_, .reference_rows = reference_rows_,
-                     .reference_complete = reference_complete_, .window = spec_.window};
+                     .reference_complete = reference_complete_, .window_rows = window_filled_,
+                     .window = spec_.window};
   for (const Feature& feature : features_) {
-    report.window_rows = std::max(report.window_rows, feature.filled);
     if (feature.scored) report.scores.push_back(feature.score);
   }
   return report;

@@ -16,8 +16,8 @@
 // A `features` tensor with at most 16 values per row gives one feature per value ("[3]"); a wider
 // one gives one feature, the row's mean ("mean"). At most 64 features per model.
 //
-// Cost: per tracked request, one binary search over the bin edges and one ring slot per feature,
-// under this version's own mutex; once a second, a sort of each KS window. Memory: at most
+// Cost: per tracked request, one binary search over the bin edges and one window slot per feature
+// (a request's slots side by side), under this version's own mutex; once a second, a sort of each KS window. Memory: at most
 // features x (reference_rows + window) doubles.
 #pragma once
 
@@ -113,7 +113,10 @@ class DriftMonitor {
   explicit DriftMonitor(DriftSpec spec);
   void AddReferenceRow(Feature& feature, double value) REQUIRES(mu_);
   void FinishReference() REQUIRES(mu_);
-  void AddWindowRow(Feature& feature, double value) REQUIRES(mu_);
+  // Puts a row's value of `feature` in its window slot, `slot`, in place of the oldest.
+  void AddWindowValue(Feature& feature, double value, double* slot) REQUIRES(mu_);
+  // After a row's values: the next slot.
+  void AdvanceWindow() REQUIRES(mu_);
 
   const DriftSpec spec_;
   mutable Mutex mu_;
@@ -121,6 +124,11 @@ class DriftMonitor {
   std::vector<std::string> tensors_;  // the named tensors, each once; Feature::tensor_index into it
   // One request's values per tensor, reused from request to request (no allocation once grown).
   std::vector<std::vector<double>> scratch_ GUARDED_BY(mu_);
+  // The window, one row of features_.size() values after another (a row's values side by side, so
+  // that a request touches a few cache lines, not one per feature): values (KS) or bin indices
+  // (PSI). A ring: window_next_ is the oldest row once window_filled_ reaches spec_.window.
+  std::vector<double> window_ GUARDED_BY(mu_);
+  size_t window_next_ GUARDED_BY(mu_) = 0, window_filled_ GUARDED_BY(mu_) = 0;
   size_t reference_rows_ GUARDED_BY(mu_) = 0;
   bool reference_complete_ GUARDED_BY(mu_) = false;
   bool reference_from_file_ = false;

@@ -94,7 +94,8 @@ QualityTracker::QualityTracker(QualitySpec spec, std::vector<std::string> labels
       labels_(std::move(labels)),
       registry_(registry),
       version_labels_(std::move(version_labels)),
-      clock_(clock) {
+      clock_(clock),
+      by_id_(spec_.window) {
   for (size_t i = 0; i < labels_.size(); ++i) label_index_.emplace(labels_[i], static_cast<int64_t>(i));
   ring_.resize(spec_.window);
   for (size_t i = 0; i < kFeedbackOutcomes; ++i) {
@@ -111,7 +112,7 @@ QualityTracker::QualityTracker(QualitySpec spec, std::vector<std::string> labels
   }
 }
 
-StatusOr<std::vector<double>> QualityTracker::Predictions(const Tensor& output, int64_t rows) const {
+Status QualityTracker::Predictions(const Tensor& output, int64_t rows, std::vector<double>* predicted) const {
   const size_t elements = output.byte_size / std::max<size_t>(1, DataTypeSize(output.dtype));
   if (rows <= 0 || elements % static_cast<size_t>(rows) != 0) return Status::InvalidArgument("rows do not split");
   const size_t width = elements / static_cast<size_t>(rows);
@@ -119,7 +120,7 @@ StatusOr<std::vector<double>> QualityTracker::Predictions(const Tensor& output, 
   if (regression && width != 1) return Status::InvalidArgument("a regression output has one value per row");
   // One pass over the values in place: per row, its one value or its argmax (the first of equal
   // highest scores, as TopClasses ranks them).
-  std::vector<double> predicted(static_cast<size_t>(rows));
+  predicted->assign(static_cast<size_t>(rows), 0.0);
   double best = 0;
   size_t at = 0;
   bool in_range = true;
@@ -128,45 +129,48 @@ StatusOr<std::vector<double>> QualityTracker::Predictions(const Tensor& output, 
     ++at;
     if (width == 1) {
       if (regression) {
-        predicted[row] = value;
+        (*predicted)[row] = value;
       } else if (IsFloat(output.dtype)) {
-        predicted[row] = value >= spec_.threshold ? 1.0 : 0.0;
+        (*predicted)[row] = value >= spec_.threshold ? 1.0 : 0.0;
       } else {
         in_range = in_range && value >= 0 && value < static_cast<double>(kMaxClasses);
-        predicted[row] = value;
+        (*predicted)[row] = value;
       }
     } else if (column == 0 || value > best) {
       best = value;
-      predicted[row] = static_cast<double>(column);
+      (*predicted)[row] = static_cast<double>(column);
     }
   });
   if (!numeric) return Status::InvalidArgument("output '" + output.name + "' is not numeric");
   if (!in_range) return Status::InvalidArgument("a class index out of range");
-  return predicted;
+  return Status::Ok();
 }
 
 void QualityTracker::RecordPrediction(const std::string& id, const std::vector<Tensor>& outputs, int64_t rows) {
   if (id.empty()) return;
   auto output = std::ranges::find_if(outputs, [&](const Tensor& t) { return t.name == spec_.output; });
   if (output == outputs.end()) return;
-  auto predicted = Predictions(*output, rows);
-  if (!predicted.ok()) return;
   const TimePoint now = clock_->Now();
   MutexLock lock(&mu_);
+  const auto slot_index = static_cast<uint32_t>(next_);
   Entry& slot = ring_[next_];
-  if (!slot.id.empty()) {
-    // The oldest entry leaves the window, unless a newer request with its id took its place.
-    auto it = by_id_.find(slot.id);
-    if (it != by_id_.end() && it->second == next_) by_id_.erase(it);
+  // The oldest entry leaves the window, unless a newer request with its id took its place. The
+  // entry is then refilled in place, so its id and its rows keep their capacity.
+  if (!slot.id.empty()) by_id_.EraseIfAt(slot.id, slot_index, IdsInRing{&ring_});
+  slot.answered = false;
+  if (!Predictions(*output, rows, &slot.predicted).ok()) {
+    slot.id.clear();
+    return;
   }
-  slot = Entry{.id = id, .at = now, .predicted = std::move(predicted).value()};
-  by_id_[id] = next_;
+  slot.id.assign(id);
+  slot.at = now;
+  by_id_.Set(id, slot_index, IdsInRing{&ring_});
   next_ = (next_ + 1) % ring_.size();
 }
 
 bool QualityTracker::Knows(const std::string& id) const {
   MutexLock lock(&mu_);
-  return by_id_.contains(id);
+  return by_id_.Find(id, IdsInRing{&ring_}).has_value();
 }
 
 int64_t QualityTracker::ClassOf(const FeedbackLabel& label) const {
@@ -215,9 +219,9 @@ FeedbackOutcome QualityTracker::AddFeedback(const std::string& id, const std::ve
 }
 
 FeedbackOutcome QualityTracker::Join(const std::string& id, const std::vector<FeedbackLabel>& labels, TimePoint now) {
-  auto found = by_id_.find(id);
-  if (found == by_id_.end()) return FeedbackOutcome::kUnknown;
-  Entry& entry = ring_[found->second];
+  const std::optional<uint32_t> found = by_id_.Find(id, IdsInRing{&ring_});
+  if (!found) return FeedbackOutcome::kUnknown;
+  Entry& entry = ring_[*found];
   if (now - entry.at > spec_.max_age) return FeedbackOutcome::kExpired;
   if (entry.answered) return FeedbackOutcome::kDuplicate;
   if (labels.size() != entry.predicted.size()) return FeedbackOutcome::kInvalid;

@@ -12,14 +12,17 @@
 //     binary score, class 1 when >= threshold (default 0.5);
 //   - regression: the row's one value.
 //
-// Cost: one map insertion under this version's own mutex per answered request that has an id;
-// memory at most `window` entries of (id, time, one double per row).
+// Cost: per answered request that has an id, one ring entry and one SlotIndex update under this
+// version's own mutex, with no allocation once the ring's entries have grown to the ids' and
+// batches' sizes; memory at most `window` entries of (id, time, one double per row) and an index
+// of 16-byte cells, at most half full.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,6 +34,7 @@
 #include "common/status.h"
 #include "common/tensor.h"
 #include "metrics/metrics_registry.h"
+#include "metrics/slot_index.h"
 
 namespace inferd {
 
@@ -103,12 +107,18 @@ class QualityTracker {
     std::vector<double> predicted;  // per row
     bool answered = false;
   };
+  // SlotIndex's view of the ids the ring holds.
+  struct IdsInRing {
+    const std::vector<Entry>* ring;
+    std::string_view operator()(uint32_t slot) const { return (*ring)[slot].id; }
+  };
   struct ClassCounts {
     uint64_t true_positives = 0, false_positives = 0, false_negatives = 0;
     std::shared_ptr<Counter> tp_series, fp_series, fn_series;  // null beyond max_class_series
   };
 
-  StatusOr<std::vector<double>> Predictions(const Tensor& output, int64_t rows) const;
+  // What each row of `output` predicts, into `predicted` (its capacity reused).
+  Status Predictions(const Tensor& output, int64_t rows, std::vector<double>* predicted) const;
   // The class a label names; negative when it names none.
   int64_t ClassOf(const FeedbackLabel& label) const REQUIRES(mu_);
   ClassCounts& Class(int64_t index) REQUIRES(mu_);
@@ -134,7 +144,7 @@ class QualityTracker {
   mutable Mutex mu_;
   std::vector<Entry> ring_ GUARDED_BY(mu_);
   size_t next_ GUARDED_BY(mu_) = 0;
-  std::unordered_map<std::string, size_t> by_id_ GUARDED_BY(mu_);
+  SlotIndex by_id_ GUARDED_BY(mu_);
   std::array<uint64_t, kFeedbackOutcomes> feedback_ GUARDED_BY(mu_){};
   uint64_t pairs_ GUARDED_BY(mu_) = 0, correct_ GUARDED_BY(mu_) = 0;
   double absolute_error_sum_ GUARDED_BY(mu_) = 0;

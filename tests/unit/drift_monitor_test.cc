@@ -87,6 +87,10 @@ TEST_F(DriftMonitorTest, AShiftedFeatureDriftsAndTheOtherDoesNot) {
   EXPECT_EQ(Score(shifted, "[0]", "psi")->alert_since_unix_ms, 3);
   EXPECT_FALSE(Score(shifted, "[1]", "psi")->alert);
   EXPECT_FALSE(Score(shifted, "[1]", "ks")->alert);
+  Send(*monitor, 500, 0);  // back: the shifted rows have left the window
+  monitor->Evaluate(4);
+  for (const DriftScore& s : monitor->Report().scores) EXPECT_FALSE(s.alert) << s.feature << " " << s.method << " " << s.score;
+  EXPECT_EQ(monitor->Report().window_rows, 500u);
 }
 
 TEST_F(DriftMonitorTest, TheClassHistogramOfAnOutputDrifts) {
@@ -107,6 +111,11 @@ TEST_F(DriftMonitorTest, TheClassHistogramOfAnOutputDrifts) {
   monitor->Evaluate(2);
   EXPECT_TRUE(monitor->Report().scores.at(0).alert);
   EXPECT_EQ(monitor->Report().scores.at(0).feature, "class");
+  send(0, 50);  // the class-2 rows leave the window, their counts with them
+  send(1, 50);
+  monitor->Evaluate(3);
+  EXPECT_FALSE(monitor->Report().scores.at(0).alert) << monitor->Report().scores.at(0).score;
+  EXPECT_NEAR(monitor->Report().scores.at(0).score, 0, 1e-9);
 }
 
 TEST_F(DriftMonitorTest, AReferenceFromFilesIsCompleteAtLoad) {
