@@ -4,6 +4,8 @@
 // inferences counter, three duration histograms of 16 buckets, a batch-size histogram of 9), on
 // series of one model version held by the caller, from 1 and 8 threads; and one scrape of 600
 // series rendered as text. Run: build/bench/metrics_registry_bench (Google Benchmark).
+// `metrics_registry_bench --write-text DIR` instead writes both registries' rendering of the same
+// observed series to DIR/ours.txt and DIR/prometheus-cpp.txt, for `promtool check metrics`.
 #include <benchmark/benchmark.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -11,6 +13,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -137,4 +141,34 @@ BENCHMARK(OursPerRequest)->Threads(1)->Threads(8)->UseRealTime();
 BENCHMARK(TheirsPerRequest)->Threads(1)->Threads(8)->UseRealTime();
 BENCHMARK(OursScrape);
 BENCHMARK(TheirsScrape);
-BENCHMARK_MAIN();
+namespace {
+
+// The same updates on both, rendered by each.
+int WriteText(const std::string& dir) {
+  OurSeries our_many(3);
+  TheirSeries their_many(3);
+  for (double t : {0.0001, 0.002, 0.3, 7.0}) {
+    our_many.request->Observe(t);
+    their_many.request->Observe(t);
+    our_many.success->Increment();
+    their_many.success->Increment();
+    our_many.batch->Observe(4);
+    their_many.batch->Observe(4);
+  }
+  our_many.inflight->Add(2);
+  their_many.inflight->Increment(2);
+  std::ofstream(dir + "/ours.txt") << our_many.registry.RenderText();
+  std::ofstream(dir + "/prometheus-cpp.txt") << prometheus::TextSerializer().Serialize(their_many.registry->Collect());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--write-text") == 0) return WriteText(argv[2]);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
