@@ -15,6 +15,7 @@ PACKAGES=(
   rapidjson-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev
   libonnx-dev libdnnl-dev             # the runtime: ONNX protobuf classes, oneDNN
+  libhwy-dev                          # Highway: our own kernels, one source for every SIMD target (runtime/kernels/simd)
   libturbojpeg0-dev libpng-dev        # image_preprocess: JPEG and PNG decoding
   # Debian's oneDNN is built with its OpenCL GPU runtime: its CMake config (find_package(dnnl))
   # looks for the OpenCL headers and loader and links DNNL::dnnl to OpenCL::OpenCL. libdnnl-dev

@@ -257,6 +257,77 @@ Graph TwoConvs() {
 // primitive is made: a GEMM-based convolution made on one thread and run on another wrote its
 // im2col columns through the other thread's (null) buffer, and the server died. Every candidate
 // is forced in turn, as tuning could pick any of them.
+// x -> Conv 3x3 -> GlobalAveragePool -> Conv 1x1 -> squeezed (a squeeze-excitation's start), and
+// x -> GlobalMaxPool -> max: one global pool between convolutions, which keeps its tensors
+// blocked, and one of a plain graph input.
+Graph GlobalPools() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w", Random({24, 16, 3, 3}, 7, -0.3f, 0.3f));
+  b.Constant("w_squeeze", Random({8, 24, 1, 1}, 9, -0.3f, 0.3f));
+  b.Op("Conv", {"x", "w"}, {"c"}, {{"pads", Ints({1, 1, 1, 1})}})
+      .Op("GlobalAveragePool", {"c"}, {"avg"})
+      .Op("Conv", {"avg", "w_squeeze"}, {"squeezed"})
+      .Op("GlobalMaxPool", {"x"}, {"max"})
+      .Output("squeezed")
+      .Output("max");
+  return b.graph();
+}
+
+std::vector<std::string> PoolImplementations(const Session& session) {
+  std::vector<std::string> implementations;
+  for (size_t n = 0; n < session.graph().nodes.size(); ++n) {
+    if (session.graph().nodes[n].op_type.starts_with("Global")) implementations.push_back(session.kernel(n).Implementation());
+  }
+  return implementations;
+}
+
+void ExpectAllMatchReference(Session& session, const Graph& graph, const Tensor& x) {
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(reference.ok());
+  std::vector<Tensor> inputs{x}, expected, actual;
+  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+  for (int run = 0; run < 2; ++run) ASSERT_TRUE(session.Run(inputs, &actual).ok());
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t o = 0; o < expected.size(); ++o) {
+    ASSERT_EQ(actual[o].shape, expected[o].shape);
+    for (int64_t i = 0; i < ElementsOf(expected[o]); ++i) {
+      ASSERT_NEAR(ValuesOf<float>(actual[o])[i], ValuesOf<float>(expected[o])[i], 1e-4) << "output " << o << " at " << i;
+    }
+  }
+}
+
+TEST(TuningTest, BothGlobalPoolCandidatesMatchTheReferenceOnBlockedAndPlainInputs) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_pools_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Graph graph = GlobalPools();
+  const Tensor x = Random({3, 16, 7, 7}, 8);
+  std::string timed;
+  {
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = dir / "timed", .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ExpectAllMatchReference(**session, graph, x);
+    std::stringstream text;
+    text << std::ifstream(dir / "timed").rdbuf();
+    timed = text.str();
+  }
+  ASSERT_NE(timed.find("GlobalAveragePool x=[3,24,7,7] blocked +simd\t"), std::string::npos) << timed;
+  ASSERT_NE(timed.find("GlobalMaxPool x=[3,16,7,7] plain +simd\t"), std::string::npos) << timed;
+  // Whatever the timing chose, force each candidate: 0 is ours, 1 oneDNN's primitive.
+  for (int choice : {0, 1}) {
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed, std::regex("( \\+simd\t)\\d+"), "$01" + std::to_string(choice));
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectAllMatchReference(**session, graph, x);
+    for (const std::string& implementation : PoolImplementations(**session)) {
+      EXPECT_TRUE(implementation.starts_with(choice == 0 ? "simd:global_pool:" : "onednn:")) << choice << ": " << implementation;
+    }
+    EXPECT_EQ(PoolImplementations(**session).size(), 2u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_threads_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

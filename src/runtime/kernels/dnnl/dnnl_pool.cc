@@ -2,13 +2,19 @@
 // (layout propagation keeps a pooled value blocked between convolutions). What oneDNN cannot
 // express runs on the reference kernel: MaxPool's Indices output, dilated windows, and ceil-mode
 // windows that average over padding the model did not ask for.
+//
+// Global pools of 4-D tensors have a second candidate, our own SIMD kernel (simd/global_pool.h);
+// the first run of a shape times both (tuning.h) and keeps the faster.
 #include <map>
+#include <optional>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/window.h"
+#include "runtime/tuning.h"
 
 namespace inferd::runtime {
 namespace {
@@ -25,7 +31,7 @@ class DnnlPool final : public Kernel {
            std::unique_ptr<Kernel> fallback)
       : kind_(kind), window_(std::move(window)), count_include_pad_(count_include_pad), layouts_(std::move(layouts)),
         fallback_(std::move(fallback)) {}
-  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   Status Run(Inputs in, Outputs out) override {
@@ -40,26 +46,47 @@ class DnnlPool final : public Kernel {
     }));
     Plan& plan = *found;
     if (!plan.usable) return Fallback(in, out);
-    last_ = plan.implementation;
     return Guarded("pooling", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan.out_shape, plan.dst_desc));
-      RunPrimitive(plan.primitive, {{DNNL_ARG_SRC, Wrap(plan.src_desc, x.data.get())},
-                                              {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
-      ThreadStream().wait();
+      if (!plan.chosen) {
+        plan.chosen = plan.own ? ChooseFastest(plan.tuning_key, 2, kOneDnn, [&](int candidate) {
+          Execute(plan, candidate, ValuesOf<float>(x), dst);
+          return Status::Ok();
+        }) : kOneDnn;
+        if (*plan.chosen == kOwn) plan.primitive = {};
+      }
+      Execute(plan, *plan.chosen, ValuesOf<float>(x), dst);
+      last_ = *plan.chosen == kOwn ? "simd:global_pool:" + simd::DispatchedTargetName() : "onednn:" + plan.implementation;
       return Status::Ok();
     });
   }
 
  private:
+  // The candidates: oneDNN's primitive, or (a global pool of a 4-D tensor) ours.
+  static constexpr int kOwn = 0, kOneDnn = 1;
   struct Plan {
     bool usable = false;
     Shape out_shape;
     dnnl::memory::desc src_desc, dst_desc;
-    dnnl::pooling_forward primitive;
+    dnnl::pooling_forward primitive;  // released once ours is chosen
     std::string implementation;
+    std::optional<simd::GlobalPoolShape> own;  // our kernel applies
+    std::string tuning_key;
+    std::optional<int> chosen;  // kOwn or kOneDnn, after the first run
   };
 
   Status Fallback(Inputs in, Outputs out) { return RunFallback(*fallback_, layouts_, in, out); }
+
+  void Execute(Plan& plan, int candidate, const float* x, float* dst) {
+    if (candidate == kOwn) {
+      const auto reduction = kind_ == PoolKind::kGlobalMax ? simd::PoolReduction::kMax : simd::PoolReduction::kMean;
+      simd::GlobalPool(reduction, *plan.own, x, dst);
+      return;
+    }
+    RunPrimitive(plan.primitive, {{DNNL_ARG_SRC, Wrap(plan.src_desc, x)},
+                                  {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}});
+    ThreadStream().wait();
+  }
 
   Status CreatePlan(const Shape& x_shape, Plan* plan) {
     const bool global = kind_ == PoolKind::kGlobalMax || kind_ == PoolKind::kGlobalAverage;
@@ -96,6 +123,12 @@ class DnnlPool final : public Kernel {
         OwnScratchpad(), Engine());
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::pooling_forward(pd);
+    if (global && x_shape.size() == 4) {
+      plan->own = simd::GlobalPoolShape{.batch = x_shape[0], .channels = x_shape[1],
+                                        .pixels = x_shape[2] * x_shape[3], .block = blocked ? ChannelBlock() : 1};
+      plan->tuning_key = std::string(kind_ == PoolKind::kGlobalMax ? "GlobalMaxPool" : "GlobalAveragePool") +
+                         " x=" + ShapeToString(x_shape) + (blocked ? " blocked" : " plain") + " +simd";
+    }
     plan->usable = true;
     return Status::Ok();
   }
