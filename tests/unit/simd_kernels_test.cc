@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "runtime/kernels/simd/depthwise_conv.h"
 #include "runtime/kernels/simd/global_pool.h"
 
 namespace inferd::runtime::simd {
@@ -81,6 +83,98 @@ TEST(SimdGlobalPoolTest, MatchesAPlainLoopOnEveryTargetLayoutAndSize) {
       }
     }
   });
+}
+
+float Activated(const DepthwiseActivation& a, float v) {
+  switch (a.kind) {
+    case DepthwiseActivation::Kind::kNone: return v;
+    case DepthwiseActivation::Kind::kRelu: return std::max(v, 0.0f);
+    case DepthwiseActivation::Kind::kClip: return std::min(std::max(v, a.low), a.high);
+    case DepthwiseActivation::Kind::kHardSwish: return v * std::clamp(v / 6.0f + 0.5f, 0.0f, 1.0f);  // ONNX's definition
+  }
+  return v;
+}
+
+// Against a plain loop over ONNX's [C, 1, KH, KW] weights; padded channels must come out zero.
+void CheckDepthwise(const DepthwiseShape& s, const DepthwiseActivation& activation, bool with_bias) {
+  const int64_t blocks = (s.channels + s.block - 1) / s.block, padded = blocks * s.block;
+  std::vector<float> x = RandomValues(static_cast<size_t>(s.batch * padded * s.in_h * s.in_w), 5);
+  const GlobalPoolShape in_layout{.batch = s.batch, .channels = s.channels, .pixels = s.in_h * s.in_w, .block = s.block};
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t c = s.channels; c < padded; ++c) {
+      for (int64_t p = 0; p < s.in_h * s.in_w; ++p) x[At(in_layout, n, c, p)] = 0;
+    }
+  }
+  const std::vector<float> w = RandomValues(static_cast<size_t>(s.channels * s.kernel_h * s.kernel_w), 6);
+  std::vector<float> bias = RandomValues(static_cast<size_t>(padded), 7);
+  std::fill(bias.begin() + s.channels, bias.end(), 0.0f);
+  const std::vector<float> packed = PackDepthwiseWeights(w.data(), s);
+  std::vector<float> y(static_cast<size_t>(s.batch * padded * s.out_h * s.out_w), 99.0f);
+  DepthwiseConv(s, x.data(), packed.data(), with_bias ? bias.data() : nullptr, activation, y.data());
+  const GlobalPoolShape out_layout{.batch = s.batch, .channels = s.channels, .pixels = s.out_h * s.out_w, .block = s.block};
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t c = 0; c < padded; ++c) {
+      for (int64_t oh = 0; oh < s.out_h; ++oh) {
+        for (int64_t ow = 0; ow < s.out_w; ++ow) {
+          double sum = with_bias ? bias[static_cast<size_t>(c)] : 0.0;
+          for (int64_t kh = 0; c < s.channels && kh < s.kernel_h; ++kh) {
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+              const int64_t ih = oh * s.stride_h - s.pad_top + kh, iw = ow * s.stride_w - s.pad_left + kw;
+              if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+              sum += double{x[At(in_layout, n, c, ih * s.in_w + iw)]} * w[static_cast<size_t>((c * s.kernel_h + kh) * s.kernel_w + kw)];
+            }
+          }
+          const float expected = c < s.channels ? Activated(activation, static_cast<float>(sum)) : 0.0f;
+          const float got = y[At(out_layout, n, c, oh * s.out_w + ow)];
+          ASSERT_NEAR(got, expected, 1e-4 * std::max(1.0f, std::abs(expected)))
+              << "n=" << n << " c=" << c << " oh=" << oh << " ow=" << ow << " block=" << s.block << " k=" << s.kernel_h
+              << " stride=" << s.stride_h << " in=" << s.in_h << "x" << s.in_w;
+        }
+      }
+    }
+  }
+}
+
+TEST(SimdDepthwiseConvTest, MatchesAPlainLoopOnEveryTargetKernelStrideAndEdge) {
+  using Kind = DepthwiseActivation::Kind;
+  const std::vector<DepthwiseActivation> activations = {
+      {Kind::kNone}, {Kind::kRelu}, {.kind = Kind::kClip, .low = 0, .high = 6}, {Kind::kHardSwish}};
+  OnEveryTarget([&] {
+    for (int64_t block : {8, 16}) {
+      for (int64_t kernel : {3, 5}) {
+        for (int64_t stride : {1, 2}) {
+          // Images narrower than a group of four interior pixels, odd sizes, and one without
+          // interior at all (3 wide, 5x5 kernel); channels that leave the last block part padding.
+          for (auto [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {14, 14}, {13, 11}, {3, 3}, {1, 9}}) {
+            for (int64_t channels : {5, 16, 24}) {
+              const int64_t pad = kernel / 2;
+              DepthwiseShape s{.batch = 2, .channels = channels, .block = block, .in_h = h, .in_w = w,
+                               .out_h = (h + 2 * pad - kernel) / stride + 1, .out_w = (w + 2 * pad - kernel) / stride + 1,
+                               .kernel_h = kernel, .kernel_w = kernel, .stride_h = stride, .stride_w = stride,
+                               .pad_top = pad, .pad_left = pad};
+              for (const DepthwiseActivation& activation : activations) {
+                CheckDepthwise(s, activation, /*with_bias=*/activation.kind != Kind::kRelu);
+                if (HasFatalFailure()) return;
+              }
+            }
+          }
+          // Asymmetric padding (a TensorFlow "SAME" stride-2 layer pads only bottom/right).
+          DepthwiseShape s{.batch = 1, .channels = 16, .block = block, .in_h = 8, .in_w = 8, .out_h = 4, .out_w = 4,
+                           .kernel_h = kernel, .kernel_w = kernel, .stride_h = 2, .stride_w = 2, .pad_top = 0, .pad_left = 0};
+          CheckDepthwise(s, {Kind::kNone}, true);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  });
+}
+
+TEST(SimdDepthwiseConvTest, OnlyClipsThatKeepZeroMapZeroPaddingToZero) {
+  using Kind = DepthwiseActivation::Kind;
+  EXPECT_TRUE(KeepsZeroPadding({.kind = Kind::kClip, .low = 0, .high = 6}));
+  EXPECT_TRUE(KeepsZeroPadding({Kind::kHardSwish}));
+  EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = 0.5f, .high = 6}));
+  EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = -6, .high = -1}));
 }
 
 }  // namespace
