@@ -41,10 +41,13 @@ hn::Vec<D> EdgePixel(D d, const DepthwiseShape& s, const RowTaps& row, int64_t o
   const int64_t first_iw = ow * s.stride_w - s.pad_left;
   const int64_t kw_begin = std::max<int64_t>(0, -first_iw), kw_end = std::min(s.kernel_w, s.in_w - first_iw);
   for (int64_t kh = row.kh_begin; kh < row.kh_end; ++kh) {
-    const float* x_row = row.x + ((row.first_ih + kh) * s.in_w + first_iw) * kBlock + lane0;
+    // An index, not a pointer: first_iw may be negative, and a pointer before the plane is undefined.
+    const auto block = static_cast<int64_t>(kBlock);
+    const int64_t x_row = ((row.first_ih + kh) * s.in_w + first_iw) * block + static_cast<int64_t>(lane0);
     const float* w_row = row.weights + kh * s.kernel_w * kBlock + lane0;
     for (int64_t kw = kw_begin; kw < kw_end; ++kw) {
-      acc = hn::MulAdd(hn::LoadU(d, x_row + kw * kBlock), hn::LoadU(d, w_row + kw * kBlock), acc);
+      const int64_t tap = kw * block;
+      acc = hn::MulAdd(hn::LoadU(d, row.x + (x_row + tap)), hn::LoadU(d, w_row + tap), acc);
     }
   }
   return acc;
