@@ -308,6 +308,60 @@ TEST(TuningTest, BothGlobalPoolCandidatesMatchTheReferenceOnBlockedAndPlainInput
   std::filesystem::remove_all(dir);
 }
 
+// x -> Conv 1x1 (16 -> 24) -> depthwise 3x3 + Relu -> depthwise 5x5 stride 2 + bias + Clip(0, 6)
+// -> Conv 1x1 (24 -> 8): MobileNet's shapes, with 24 channels so that a 16-wide block is padded.
+Graph DepthwiseChain() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w_in", Random({24, 16, 1, 1}, 21, -0.3f, 0.3f))
+      .Constant("w_dw3", Random({24, 1, 3, 3}, 22, -0.5f, 0.5f))
+      .Constant("w_dw5", Random({24, 1, 5, 5}, 23, -0.3f, 0.3f))
+      .Constant("b_dw5", Random({24}, 24, -0.5f, 0.5f))
+      .Constant("w_out", Random({8, 24, 1, 1}, 25, -0.3f, 0.3f))
+      .Constant("lo", Random({}, 26, 0.0f, 0.0f))
+      .Constant("hi", Random({}, 27, 6.0f, 6.0f));
+  b.Op("Conv", {"x", "w_in"}, {"c"})
+      .Op("Conv", {"c", "w_dw3"}, {"d3"}, {{"group", Int(24)}, {"pads", Ints({1, 1, 1, 1})}})
+      .Op("Relu", {"d3"}, {"a3"})
+      .Op("Conv", {"a3", "w_dw5", "b_dw5"}, {"d5"},
+          {{"group", Int(24)}, {"pads", Ints({2, 2, 2, 2})}, {"strides", Ints({2, 2})}})
+      .Op("Clip", {"d5", "lo", "hi"}, {"a5"})
+      .Op("Conv", {"a5", "w_out"}, {"y"})
+      .Output("y");
+  return b.graph();
+}
+
+TEST(TuningTest, BothDepthwiseCandidatesMatchTheReference) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_depthwise_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Graph graph = DepthwiseChain();
+  const Tensor x = Random({3, 16, 11, 13}, 20);
+  const std::string timed = TimedCacheFile(graph, x, dir / "timed");
+  const std::regex depthwise_choice("( \\+simd_depthwise\t)\\d+");
+  ASSERT_EQ(std::distance(std::sregex_iterator(timed.begin(), timed.end(), depthwise_choice), std::sregex_iterator()), 2)
+      << timed;
+  // Whatever the timing chose, force each: 0 is ours, 1 oneDNN's first implementation.
+  for (int choice : {0, 1}) {
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed, depthwise_choice, "$01" + std::to_string(choice));
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectMatchesReference(**session, graph, x);
+    const std::vector<std::string> implementations = ConvImplementations(**session);
+    ASSERT_EQ(implementations.size(), 4u);
+    for (size_t conv : {1, 2}) {
+      EXPECT_TRUE(implementations[conv].starts_with(choice == 0 ? "simd:depthwise_conv:" : "onednn:"))
+          << choice << ": " << implementations[conv];
+    }
+    // Another batch size keeps each layer's weights form (ours, or oneDNN's layout).
+    ExpectMatchesReference(**session, graph, Random({1, 16, 11, 13}, 28));
+    for (size_t conv : {1, 2}) {
+      EXPECT_EQ(ConvImplementations(**session)[conv].starts_with("simd:"), choice == 0) << ConvImplementations(**session)[conv];
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_threads_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

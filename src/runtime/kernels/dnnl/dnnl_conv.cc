@@ -1,6 +1,7 @@
 // oneDNN convolution and transposed convolution (deconvolution). Each kernel keeps one primitive per input shape (oneDNN's lifecycle: memory
 // desc -> primitive desc -> primitive -> execute) and falls back to the reference kernel for what
 // oneDNN cannot run (other element types, shapes it rejects).
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -12,6 +13,8 @@
 #include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
+#include "runtime/kernels/simd/depthwise_conv.h"
+#include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/vector_math.h"
 #include "runtime/tuning.h"
@@ -29,6 +32,20 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 
 // ---- Conv ----
 
+// The activation our depthwise kernel fuses, when the post-ops are at most one it has; nullopt
+// otherwise (a residual Add, or kinds it lacks).
+std::optional<simd::DepthwiseActivation> DepthwiseActivationOf(const std::vector<PostOp>& ops) {
+  using Kind = simd::DepthwiseActivation::Kind;
+  if (ops.empty()) return simd::DepthwiseActivation{Kind::kNone};
+  if (ops.size() > 1) return std::nullopt;
+  switch (ops[0].kind) {
+    case PostOp::Kind::kRelu: return simd::DepthwiseActivation{Kind::kRelu};
+    case PostOp::Kind::kClip: return simd::DepthwiseActivation{.kind = Kind::kClip, .low = ops[0].alpha, .high = ops[0].beta};
+    case PostOp::Kind::kHardSwish: return simd::DepthwiseActivation{Kind::kHardSwish};
+    default: return std::nullopt;
+  }
+}
+
 // Each tensor has the layout the layout pass gave it (plain, or blocked when the pass keeps a chain
 // of convolutions blocked); each candidate primitive has the layout its implementation wants.
 // Reorders run only where the two differ, which after layout propagation is at the edges of a
@@ -40,7 +57,7 @@ class DnnlConv final : public Kernel {
       : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
         fallback_(std::move(fallback)), residual_input_(residual_input) {}
 
-  std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
+  std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   // The output may be written over the residual: the sum post-op and Winograd add it element by
@@ -83,25 +100,35 @@ class DnnlConv final : public Kernel {
         plan->chosen = 0;
         SettleWeightsForm(plan->candidates[0]);
         DropUnusedWinogradWeights();
+        if (!weights_form_->depthwise) depthwise_weights_ = {};
       }
       Candidate& chosen = plan->candidates[plan->chosen];
-      last_ = chosen.implementation;
+      last_ = chosen.depthwise ? chosen.implementation : "onednn:" + chosen.implementation;
       return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }
 
  private:
   // One way to run the convolution: one of oneDNN's implementations (in its order of preference),
-  // or our Winograd F(2x2, 3x3) or F(4x4, 3x3) (dnnl_winograd.h), which come first when they apply.
+  // or our own: Winograd F(2x2, 3x3) or F(4x4, 3x3) (dnnl_winograd.h), or the depthwise kernel
+  // (simd/depthwise_conv.h), which come first when they apply.
   struct Candidate {
     std::string implementation;
     std::shared_ptr<WinogradConv> winograd;  // set: this candidate is Winograd, the rest is unused
+    std::optional<simd::DepthwiseShape> depthwise;  // set: our depthwise kernel, the rest is unused
+    simd::DepthwiseActivation depthwise_activation;
     dnnl::memory::desc src_desc, dst_desc, weights_desc;
     dnnl::convolution_forward primitive;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
     dnnl::reorder src_reorder, dst_reorder, residual_reorder;
     dnnl::memory primitive_src, primitive_dst;
     PackedWeights weights;
+  };
+
+  // The depthwise kernel's weights packed per channel block, and its bias padded to whole blocks.
+  struct PackedDepthwise {
+    std::shared_ptr<const uint8_t> weights_source, bias_source;  // held, as in TransformedWeights
+    std::vector<float> weights, bias;
   };
 
   struct Plan {
@@ -115,7 +142,7 @@ class DnnlConv final : public Kernel {
     bool swish_after = false;
     std::vector<Candidate> candidates;
     int chosen = -1;  // until the first run has timed them
-    int default_choice = 0;  // oneDNN's first: Winograd is used only where timing chose it
+    int default_choice = 0;  // oneDNN's first: our own kernels run only where timing chose them
     std::string tuning_key;
   };
 
@@ -141,7 +168,7 @@ class DnnlConv final : public Kernel {
   // accumulates onto the destination as it is (unless the residual must first be reordered into
   // it), Winograd reads each residual value just before it writes that place.
   static bool OverwritesResidualSafely(const Plan& plan, const Candidate& c) {
-    if (c.winograd) return true;
+    if (c.winograd || c.depthwise) return true;  // the depthwise kernel takes no residual
     return plan.post_ops.add_as_sum && !(c.residual_reorder && !c.dst_reorder);
   }
 
@@ -151,6 +178,13 @@ class DnnlConv final : public Kernel {
       ASSIGN_OR_RETURN(const dnnl::memory* transformed, WinogradWeights(c->winograd->tile(), w));
       return c->winograd->Run(x.values<float>().data(), *transformed, bias ? bias->values<float>().data() : nullptr,
                               residual ? residual->values<float>().data() : nullptr, dst);
+    }
+    if (c->depthwise) {
+      const PackedDepthwise& packed = DepthwiseWeights(*c->depthwise, w, bias);
+      simd::DepthwiseConv(*c->depthwise, x.values<float>().data(), packed.weights.data(),
+                          packed.bias.empty() ? nullptr : packed.bias.data(), c->depthwise_activation, dst);
+      if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
+      return Status::Ok();
     }
     c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights);
     BindScratch({&c->primitive_src, &c->primitive_dst});
@@ -194,10 +228,35 @@ class DnnlConv final : public Kernel {
     return &entry.transformed;
   }
 
+  // The depthwise kernel's packed weights and padded bias, shared by the plans of every batch
+  // size; packed again when either buffer changes (as WinogradWeights).
+  const PackedDepthwise& DepthwiseWeights(const simd::DepthwiseShape& shape, const Tensor& w, const Tensor* bias) {
+    PackedDepthwise& entry = depthwise_weights_;
+    const bool bias_current = bias == nullptr ? entry.bias.empty() : SameBuffer(entry.bias_source, bias->data);
+    if (!SameBuffer(entry.weights_source, w.data) || !bias_current) {
+      entry.weights = simd::PackDepthwiseWeights(w.values<float>().data(), shape);
+      entry.weights_source = w.data;
+      entry.bias.clear();
+      entry.bias_source = nullptr;
+      if (bias != nullptr) {
+        const int64_t padded = (shape.channels + shape.block - 1) / shape.block * shape.block;
+        entry.bias.assign(static_cast<size_t>(padded), 0.0f);
+        std::copy_n(bias->values<float>().data(), shape.channels, entry.bias.begin());
+        entry.bias_source = bias->data;
+      }
+    }
+    return entry;
+  }
+
   void SettleWeightsForm(const Candidate& chosen) {
     if (weights_form_) return;
-    weights_form_ = chosen.winograd ? WeightsForm{.winograd_tile = chosen.winograd->tile(), .layout = {}}
-                                    : WeightsForm{.winograd_tile = 0, .layout = chosen.weights_desc};
+    if (chosen.winograd) {
+      weights_form_ = WeightsForm{.winograd_tile = chosen.winograd->tile()};
+    } else if (chosen.depthwise) {
+      weights_form_ = WeightsForm{.depthwise = true};
+    } else {
+      weights_form_ = WeightsForm{.layout = chosen.weights_desc};
+    }
   }
 
   // After a tuning: drops the transformed weights of tile sizes no plan chose.
@@ -283,22 +342,34 @@ class DnnlConv final : public Kernel {
         layouts_.input(0) && layouts_.output(0) &&
         (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
+    // Our depthwise kernel reads and writes the blocked layout, and takes the bias and one
+    // activation (a trailing Swish runs after it, as after oneDNN).
+    const std::optional<simd::DepthwiseActivation> depthwise_activation = DepthwiseActivationOf(onednn_post_ops);
+    const bool depthwise_applies = layouts_.input(0) && layouts_.output(0) && residual == nullptr &&
+                                   x_shape.size() == 4 && group_ == x_shape[1] && filters == group_ &&
+                                   std::all_of(w.dilations.begin(), w.dilations.end(), [](int64_t d) { return d == 1; }) &&
+                                   depthwise_activation && simd::KeepsZeroPadding(*depthwise_activation);
     // Once the layer's weights form is settled (WeightsForm), only candidates of that form.
     std::vector<int> winograd_tiles;
     if (winograd_applies && (!weights_form_ || weights_form_->winograd_tile > 0)) {
       winograd_tiles = weights_form_ ? std::vector<int>{weights_form_->winograd_tile} : std::vector<int>{2, 4};
     }
-    const bool onednn_allowed = !weights_form_ || weights_form_->winograd_tile == 0 || !winograd_applies;
-    const bool fixed_layout = weights_form_ && weights_form_->winograd_tile == 0;
-    // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, then oneDNN's
-    // implementations; the key says which numbering a cached choice uses.
-    const int first_onednn = static_cast<int>(winograd_tiles.size());
+    const bool depthwise_allowed = depthwise_applies && (!weights_form_ || weights_form_->depthwise);
+    const bool own_form = weights_form_ && (weights_form_->winograd_tile > 0 || weights_form_->depthwise);
+    const bool onednn_allowed = !own_form || !(winograd_applies || depthwise_applies);
+    const bool fixed_layout = weights_form_ && !own_form;
+    // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, or 0 our depthwise
+    // kernel, then oneDNN's implementations; the key says which numbering a cached choice uses.
+    const int first_onednn = static_cast<int>(winograd_tiles.size()) + (depthwise_allowed ? 1 : 0);
     if (weights_form_) {
       plan->tuning_key += " weights=" + (weights_form_->winograd_tile > 0
                                              ? "winograd" + std::to_string(weights_form_->winograd_tile)
-                                             : LayoutName(weights_form_->layout));
+                                             : weights_form_->depthwise ? std::string("simd_depthwise")
+                                                                        : LayoutName(weights_form_->layout));
     } else if (!winograd_tiles.empty()) {
       plan->tuning_key += " +winograd2,4";
+    } else if (depthwise_allowed) {
+      plan->tuning_key += " +simd_depthwise";
     }
     plan->default_choice = onednn_allowed ? first_onednn : 0;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
@@ -325,7 +396,7 @@ class DnnlConv final : public Kernel {
     };
     auto build = [&](std::optional<int> only) -> Status {
       plan->candidates.clear();
-      for (int choice = 0; choice < first_onednn; ++choice) {
+      for (int choice = 0; choice < static_cast<int>(winograd_tiles.size()); ++choice) {
         if (only && *only != choice) continue;
         const int tile = winograd_tiles[static_cast<size_t>(choice)];
         ASSIGN_OR_RETURN(std::unique_ptr<WinogradConv> conv,
@@ -338,6 +409,16 @@ class DnnlConv final : public Kernel {
         c.winograd = std::move(conv);
         plan->candidates.push_back(std::move(c));
       }
+      if (depthwise_allowed && (!only || *only == first_onednn - 1)) {
+        Candidate c;
+        c.implementation = "simd:depthwise_conv:" + simd::DispatchedTargetName();
+        c.depthwise = simd::DepthwiseShape{
+            .batch = x_shape[0], .channels = x_shape[1], .block = ChannelBlock(), .in_h = x_shape[2], .in_w = x_shape[3],
+            .out_h = out_spatial[0], .out_w = out_spatial[1], .kernel_h = w.kernel[0], .kernel_w = w.kernel[1],
+            .stride_h = w.strides[0], .stride_w = w.strides[1], .pad_top = w.pads[0], .pad_left = w.pads[1]};
+        c.depthwise_activation = *depthwise_activation;
+        plan->candidates.push_back(std::move(c));
+      }
       if (onednn_allowed && (!only || *only >= first_onednn)) {
         collect(only ? std::optional<int>(*only - first_onednn) : std::nullopt);
       }
@@ -347,7 +428,8 @@ class DnnlConv final : public Kernel {
     RETURN_IF_ERROR(build(known));
     if (known && plan->candidates.empty()) RETURN_IF_ERROR(build(std::nullopt));  // a stale cached index
     if (plan->candidates.empty() ||
-        (!plan->candidates[0].winograd && plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
+        (!plan->candidates[0].winograd && !plan->candidates[0].depthwise &&
+         plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
       // Only reference implementations for free layouts: the tensors' own layouts then.
       plan->candidates.clear();
       const auto own_layouts = make_desc(plan->src_desc, plan->dst_desc, any_weights);
@@ -400,9 +482,11 @@ class DnnlConv final : public Kernel {
   // use the same form, so the layer holds one transformed copy of its weights, not one per shape.
   struct WeightsForm {
     int winograd_tile = 0;      // > 0: Winograd
+    bool depthwise = false;     // our depthwise kernel's packing
     dnnl::memory::desc layout;  // otherwise: oneDNN's weights layout
   };
   std::optional<WeightsForm> weights_form_;
+  PackedDepthwise depthwise_weights_;
   std::string last_;  // empty: the fallback ran
 };
 
