@@ -362,6 +362,60 @@ TEST(TuningTest, BothDepthwiseCandidatesMatchTheReference) {
   std::filesystem::remove_all(dir);
 }
 
+// x -> Conv 3x3 (16 -> 24) = c -> Conv 1x1 (24 -> 40) + bias + HardSwish -> Conv 1x1 (40 -> 24)
+// + c + Relu -> Conv 3x3 (24 -> 8): the two 1x1 layers between 3x3 ones keep their tensors blocked,
+// the second with a residual Add written over its residual.
+Graph PointwiseChain() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w_in", Random({24, 16, 3, 3}, 31, -0.3f, 0.3f))
+      .Constant("w_expand", Random({40, 24, 1, 1}, 32, -0.3f, 0.3f))
+      .Constant("b_expand", Random({40}, 33, -0.5f, 0.5f))
+      .Constant("w_project", Random({24, 40, 1, 1}, 34, -0.3f, 0.3f))
+      .Constant("w_out", Random({8, 24, 3, 3}, 35, -0.3f, 0.3f));
+  const auto pads = Ints({1, 1, 1, 1});
+  b.Op("Conv", {"x", "w_in"}, {"c"}, {{"pads", pads}})
+      .Op("Conv", {"c", "w_expand", "b_expand"}, {"e"})
+      .Op("HardSwish", {"e"}, {"h"})
+      .Op("Conv", {"h", "w_project"}, {"p"})
+      .Op("Add", {"p", "c"}, {"r"})
+      .Op("Relu", {"r"}, {"a"})
+      .Op("Conv", {"a", "w_out"}, {"y"}, {{"pads", pads}})
+      .Output("y");
+  return b.graph();
+}
+
+TEST(TuningTest, BothPointwiseCandidatesMatchTheReference) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_pointwise_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const Graph graph = PointwiseChain();
+  const Tensor x = Random({3, 16, 9, 7}, 30);
+  const std::string timed = TimedCacheFile(graph, x, dir / "timed");
+  const std::regex pointwise_choice("( \\+simd_pointwise\t)\\d+");
+  ASSERT_EQ(std::distance(std::sregex_iterator(timed.begin(), timed.end(), pointwise_choice), std::sregex_iterator()), 2)
+      << timed;
+  ASSERT_NE(timed.find("post=Add,Relu, residual=[3,24,9,7] +simd_pointwise"), std::string::npos) << timed;
+  // Whatever the timing chose, force each: 0 is ours, 1 oneDNN's first implementation.
+  for (int choice : {0, 1}) {
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed, pointwise_choice, "$01" + std::to_string(choice));
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectMatchesReference(**session, graph, x);
+    const std::vector<std::string> implementations = ConvImplementations(**session);
+    ASSERT_EQ(implementations.size(), 4u);
+    for (size_t conv : {1, 2}) {
+      EXPECT_TRUE(implementations[conv].starts_with(choice == 0 ? "simd:pointwise_conv:" : "onednn:"))
+          << choice << ": " << implementations[conv];
+    }
+    // The residual's convolution wrote over it on both paths.
+    ASSERT_TRUE((*session)->memory_plan({x.shape}).has_value());
+    EXPECT_GE((*session)->memory_plan({x.shape})->reused_buffers, 1);
+    ExpectMatchesReference(**session, graph, Random({1, 16, 9, 7}, 36));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_threads_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

@@ -12,6 +12,7 @@
 
 #include "runtime/kernels/simd/depthwise_conv.h"
 #include "runtime/kernels/simd/global_pool.h"
+#include "runtime/kernels/simd/pointwise_conv.h"
 
 namespace inferd::runtime::simd {
 namespace {
@@ -85,18 +86,18 @@ TEST(SimdGlobalPoolTest, MatchesAPlainLoopOnEveryTargetLayoutAndSize) {
   });
 }
 
-float Activated(const DepthwiseActivation& a, float v) {
+float Activated(const Activation& a, float v) {
   switch (a.kind) {
-    case DepthwiseActivation::Kind::kNone: return v;
-    case DepthwiseActivation::Kind::kRelu: return std::max(v, 0.0f);
-    case DepthwiseActivation::Kind::kClip: return std::min(std::max(v, a.low), a.high);
-    case DepthwiseActivation::Kind::kHardSwish: return v * std::clamp(v / 6.0f + 0.5f, 0.0f, 1.0f);  // ONNX's definition
+    case Activation::Kind::kNone: return v;
+    case Activation::Kind::kRelu: return std::max(v, 0.0f);
+    case Activation::Kind::kClip: return std::min(std::max(v, a.low), a.high);
+    case Activation::Kind::kHardSwish: return v * std::clamp(v / 6.0f + 0.5f, 0.0f, 1.0f);  // ONNX's definition
   }
   return v;
 }
 
 // Against a plain loop over ONNX's [C, 1, KH, KW] weights; padded channels must come out zero.
-void CheckDepthwise(const DepthwiseShape& s, const DepthwiseActivation& activation, bool with_bias) {
+void CheckDepthwise(const DepthwiseShape& s, const Activation& activation, bool with_bias) {
   const int64_t blocks = (s.channels + s.block - 1) / s.block, padded = blocks * s.block;
   std::vector<float> x = RandomValues(static_cast<size_t>(s.batch * padded * s.in_h * s.in_w), 5);
   const GlobalPoolShape in_layout{.batch = s.batch, .channels = s.channels, .pixels = s.in_h * s.in_w, .block = s.block};
@@ -136,8 +137,8 @@ void CheckDepthwise(const DepthwiseShape& s, const DepthwiseActivation& activati
 }
 
 TEST(SimdDepthwiseConvTest, MatchesAPlainLoopOnEveryTargetKernelStrideAndEdge) {
-  using Kind = DepthwiseActivation::Kind;
-  const std::vector<DepthwiseActivation> activations = {
+  using Kind = Activation::Kind;
+  const std::vector<Activation> activations = {
       {Kind::kNone}, {Kind::kRelu}, {.kind = Kind::kClip, .low = 0, .high = 6}, {Kind::kHardSwish}};
   OnEveryTarget([&] {
     for (int64_t block : {8, 16}) {
@@ -152,7 +153,7 @@ TEST(SimdDepthwiseConvTest, MatchesAPlainLoopOnEveryTargetKernelStrideAndEdge) {
                                .out_h = (h + 2 * pad - kernel) / stride + 1, .out_w = (w + 2 * pad - kernel) / stride + 1,
                                .kernel_h = kernel, .kernel_w = kernel, .stride_h = stride, .stride_w = stride,
                                .pad_top = pad, .pad_left = pad};
-              for (const DepthwiseActivation& activation : activations) {
+              for (const Activation& activation : activations) {
                 CheckDepthwise(s, activation, /*with_bias=*/activation.kind != Kind::kRelu);
                 if (HasFatalFailure()) return;
               }
@@ -169,8 +170,71 @@ TEST(SimdDepthwiseConvTest, MatchesAPlainLoopOnEveryTargetKernelStrideAndEdge) {
   });
 }
 
+// Against a plain loop over ONNX's [Cout, Cin, 1, 1] weights: bias, then the residual, then the
+// activation; padded output channels must come out zero. With `in_place`, the residual is y.
+void CheckPointwise(const PointwiseShape& s, const Activation& activation, bool with_bias, bool with_residual,
+                    bool in_place) {
+  const int64_t in_padded = (s.in_channels + s.block - 1) / s.block * s.block;
+  const int64_t out_padded = (s.out_channels + s.block - 1) / s.block * s.block;
+  const GlobalPoolShape in_layout{.batch = s.batch, .channels = s.in_channels, .pixels = s.pixels, .block = s.block};
+  const GlobalPoolShape out_layout{.batch = s.batch, .channels = s.out_channels, .pixels = s.pixels, .block = s.block};
+  std::vector<float> x = RandomValues(static_cast<size_t>(s.batch * in_padded * s.pixels), 8);
+  std::vector<float> residual = RandomValues(static_cast<size_t>(s.batch * out_padded * s.pixels), 9);
+  for (int64_t n = 0; n < s.batch; ++n) {  // a blocked layout's padded channels are zero
+    for (int64_t p = 0; p < s.pixels; ++p) {
+      for (int64_t c = s.in_channels; c < in_padded; ++c) x[At(in_layout, n, c, p)] = 0;
+      for (int64_t c = s.out_channels; c < out_padded; ++c) residual[At(out_layout, n, c, p)] = 0;
+    }
+  }
+  const std::vector<float> w = RandomValues(static_cast<size_t>(s.out_channels * s.in_channels), 10);
+  std::vector<float> bias = RandomValues(static_cast<size_t>(out_padded), 11);
+  std::fill(bias.begin() + s.out_channels, bias.end(), 0.0f);
+  const std::vector<float> packed = PackPointwiseWeights(w.data(), s);
+  std::vector<float> y = in_place ? residual : std::vector<float>(residual.size(), 99.0f);
+  const PointwiseEpilogue epilogue{.bias = with_bias ? bias.data() : nullptr,
+                                   .residual = with_residual ? (in_place ? y.data() : residual.data()) : nullptr,
+                                   .activation = activation};
+  PointwiseConv(s, x.data(), packed.data(), epilogue, y.data());
+  for (int64_t n = 0; n < s.batch; ++n) {
+    for (int64_t c = 0; c < out_padded; ++c) {
+      for (int64_t p = 0; p < s.pixels; ++p) {
+        double sum = with_bias ? bias[static_cast<size_t>(c)] : 0.0;
+        for (int64_t i = 0; c < s.out_channels && i < s.in_channels; ++i) {
+          sum += double{x[At(in_layout, n, i, p)]} * w[static_cast<size_t>(c * s.in_channels + i)];
+        }
+        if (with_residual) sum += residual[At(out_layout, n, c, p)];
+        const float expected = c < s.out_channels ? Activated(activation, static_cast<float>(sum)) : 0.0f;
+        const float got = y[At(out_layout, n, c, p)];
+        ASSERT_NEAR(got, expected, 1e-4 * std::max(1.0f, std::abs(expected)))
+            << "n=" << n << " c=" << c << " p=" << p << " block=" << s.block << " cin=" << s.in_channels
+            << " cout=" << s.out_channels << " pixels=" << s.pixels;
+      }
+    }
+  }
+}
+
+TEST(SimdPointwiseConvTest, MatchesAPlainLoopOnEveryTargetChannelsPixelsAndEpilogue) {
+  using Kind = Activation::Kind;
+  OnEveryTarget([&] {
+    for (int64_t block : {8, 16}) {
+      // Channels that fill whole blocks, leave the last one part padding, and give an odd number
+      // of output blocks (one left after the pairs); pixels below, at and past whole tiles.
+      for (auto [cin, cout] : {std::pair<int64_t, int64_t>{16, 16}, {5, 24}, {40, 72}, {24, 3}}) {
+        for (int64_t pixels : {1, 7, 12, 49, 50}) {
+          PointwiseShape s{.batch = 2, .in_channels = cin, .out_channels = cout, .block = block, .pixels = pixels};
+          CheckPointwise(s, {Kind::kNone}, true, false, false);
+          CheckPointwise(s, {Kind::kRelu}, false, true, false);
+          CheckPointwise(s, {.kind = Kind::kClip, .low = 0, .high = 6}, true, true, true);
+          CheckPointwise(s, {Kind::kHardSwish}, true, false, false);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  });
+}
+
 TEST(SimdDepthwiseConvTest, OnlyClipsThatKeepZeroMapZeroPaddingToZero) {
-  using Kind = DepthwiseActivation::Kind;
+  using Kind = Activation::Kind;
   EXPECT_TRUE(KeepsZeroPadding({.kind = Kind::kClip, .low = 0, .high = 6}));
   EXPECT_TRUE(KeepsZeroPadding({Kind::kHardSwish}));
   EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = 0.5f, .high = 6}));

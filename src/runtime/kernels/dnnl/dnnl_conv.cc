@@ -13,8 +13,7 @@
 #include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
-#include "runtime/kernels/simd/depthwise_conv.h"
-#include "runtime/kernels/simd/global_pool.h"
+#include "runtime/kernels/dnnl/simd_conv.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/vector_math.h"
 #include "runtime/tuning.h"
@@ -31,20 +30,6 @@ using tag = dnnl::memory::format_tag;
 const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 
 // ---- Conv ----
-
-// The activation our depthwise kernel fuses, when the post-ops are at most one it has; nullopt
-// otherwise (a residual Add, or kinds it lacks).
-std::optional<simd::DepthwiseActivation> DepthwiseActivationOf(const std::vector<PostOp>& ops) {
-  using Kind = simd::DepthwiseActivation::Kind;
-  if (ops.empty()) return simd::DepthwiseActivation{Kind::kNone};
-  if (ops.size() > 1) return std::nullopt;
-  switch (ops[0].kind) {
-    case PostOp::Kind::kRelu: return simd::DepthwiseActivation{Kind::kRelu};
-    case PostOp::Kind::kClip: return simd::DepthwiseActivation{.kind = Kind::kClip, .low = ops[0].alpha, .high = ops[0].beta};
-    case PostOp::Kind::kHardSwish: return simd::DepthwiseActivation{Kind::kHardSwish};
-    default: return std::nullopt;
-  }
-}
 
 // Each tensor has the layout the layout pass gave it (plain, or blocked when the pass keeps a chain
 // of convolutions blocked); each candidate primitive has the layout its implementation wants.
@@ -100,23 +85,22 @@ class DnnlConv final : public Kernel {
         plan->chosen = 0;
         SettleWeightsForm(plan->candidates[0]);
         DropUnusedWinogradWeights();
-        if (!weights_form_->depthwise) depthwise_weights_ = {};
+        if (!weights_form_->simd) simd_weights_ = {};
       }
       Candidate& chosen = plan->candidates[plan->chosen];
-      last_ = chosen.depthwise ? chosen.implementation : "onednn:" + chosen.implementation;
+      last_ = chosen.simd ? chosen.implementation : "onednn:" + chosen.implementation;
       return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }
 
  private:
   // One way to run the convolution: one of oneDNN's implementations (in its order of preference),
-  // or our own: Winograd F(2x2, 3x3) or F(4x4, 3x3) (dnnl_winograd.h), or the depthwise kernel
-  // (simd/depthwise_conv.h), which come first when they apply.
+  // or our own: Winograd F(2x2, 3x3) or F(4x4, 3x3) (dnnl_winograd.h), or the depthwise or 1x1
+  // kernel (simd_conv.h), which come first when they apply.
   struct Candidate {
     std::string implementation;
     std::shared_ptr<WinogradConv> winograd;  // set: this candidate is Winograd, the rest is unused
-    std::optional<simd::DepthwiseShape> depthwise;  // set: our depthwise kernel, the rest is unused
-    simd::DepthwiseActivation depthwise_activation;
+    std::optional<SimdConv> simd;  // set: our depthwise or 1x1 kernel, the rest is unused
     dnnl::memory::desc src_desc, dst_desc, weights_desc;
     dnnl::convolution_forward primitive;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
@@ -125,10 +109,10 @@ class DnnlConv final : public Kernel {
     PackedWeights weights;
   };
 
-  // The depthwise kernel's weights packed per channel block, and its bias padded to whole blocks.
-  struct PackedDepthwise {
+  // The weights and bias packed for our SIMD kernel, with the buffers they were packed from.
+  struct PackedSimd {
     std::shared_ptr<const uint8_t> weights_source, bias_source;  // held, as in TransformedWeights
-    std::vector<float> weights, bias;
+    SimdConv::Packed packed;
   };
 
   struct Plan {
@@ -168,7 +152,7 @@ class DnnlConv final : public Kernel {
   // accumulates onto the destination as it is (unless the residual must first be reordered into
   // it), Winograd reads each residual value just before it writes that place.
   static bool OverwritesResidualSafely(const Plan& plan, const Candidate& c) {
-    if (c.winograd || c.depthwise) return true;  // the depthwise kernel takes no residual
+    if (c.winograd || c.simd) return true;  // ours read each residual value just before writing it
     return plan.post_ops.add_as_sum && !(c.residual_reorder && !c.dst_reorder);
   }
 
@@ -179,10 +163,9 @@ class DnnlConv final : public Kernel {
       return c->winograd->Run(x.values<float>().data(), *transformed, bias ? bias->values<float>().data() : nullptr,
                               residual ? residual->values<float>().data() : nullptr, dst);
     }
-    if (c->depthwise) {
-      const PackedDepthwise& packed = DepthwiseWeights(*c->depthwise, w, bias);
-      simd::DepthwiseConv(*c->depthwise, x.values<float>().data(), packed.weights.data(),
-                          packed.bias.empty() ? nullptr : packed.bias.data(), c->depthwise_activation, dst);
+    if (c->simd) {
+      c->simd->Run(x.values<float>().data(), SimdWeights(*c->simd, w, bias).packed,
+                   residual ? residual->values<float>().data() : nullptr, dst);
       if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
       return Status::Ok();
     }
@@ -228,22 +211,16 @@ class DnnlConv final : public Kernel {
     return &entry.transformed;
   }
 
-  // The depthwise kernel's packed weights and padded bias, shared by the plans of every batch
-  // size; packed again when either buffer changes (as WinogradWeights).
-  const PackedDepthwise& DepthwiseWeights(const simd::DepthwiseShape& shape, const Tensor& w, const Tensor* bias) {
-    PackedDepthwise& entry = depthwise_weights_;
-    const bool bias_current = bias == nullptr ? entry.bias.empty() : SameBuffer(entry.bias_source, bias->data);
+  // Our SIMD kernel's packed weights and bias, shared by the plans of every batch size (a layer
+  // settles on one kernel, WeightsForm); packed again when either buffer changes (as
+  // WinogradWeights).
+  const PackedSimd& SimdWeights(const SimdConv& conv, const Tensor& w, const Tensor* bias) {
+    PackedSimd& entry = simd_weights_;
+    const bool bias_current = bias == nullptr ? entry.bias_source == nullptr : SameBuffer(entry.bias_source, bias->data);
     if (!SameBuffer(entry.weights_source, w.data) || !bias_current) {
-      entry.weights = simd::PackDepthwiseWeights(w.values<float>().data(), shape);
+      entry.packed = conv.Pack(w.values<float>().data(), bias ? bias->values<float>().data() : nullptr);
       entry.weights_source = w.data;
-      entry.bias.clear();
-      entry.bias_source = nullptr;
-      if (bias != nullptr) {
-        const int64_t padded = (shape.channels + shape.block - 1) / shape.block * shape.block;
-        entry.bias.assign(static_cast<size_t>(padded), 0.0f);
-        std::copy_n(bias->values<float>().data(), shape.channels, entry.bias.begin());
-        entry.bias_source = bias->data;
-      }
+      entry.bias_source = bias ? bias->data : nullptr;
     }
     return entry;
   }
@@ -252,8 +229,8 @@ class DnnlConv final : public Kernel {
     if (weights_form_) return;
     if (chosen.winograd) {
       weights_form_ = WeightsForm{.winograd_tile = chosen.winograd->tile()};
-    } else if (chosen.depthwise) {
-      weights_form_ = WeightsForm{.depthwise = true};
+    } else if (chosen.simd) {
+      weights_form_ = WeightsForm{.simd = chosen.simd->kind()};
     } else {
       weights_form_ = WeightsForm{.layout = chosen.weights_desc};
     }
@@ -342,34 +319,32 @@ class DnnlConv final : public Kernel {
         layouts_.input(0) && layouts_.output(0) &&
         (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
-    // Our depthwise kernel reads and writes the blocked layout, and takes the bias and one
-    // activation (a trailing Swish runs after it, as after oneDNN).
-    const std::optional<simd::DepthwiseActivation> depthwise_activation = DepthwiseActivationOf(onednn_post_ops);
-    const bool depthwise_applies = layouts_.input(0) && layouts_.output(0) && residual == nullptr &&
-                                   x_shape.size() == 4 && group_ == x_shape[1] && filters == group_ &&
-                                   std::all_of(w.dilations.begin(), w.dilations.end(), [](int64_t d) { return d == 1; }) &&
-                                   depthwise_activation && simd::KeepsZeroPadding(*depthwise_activation);
+    const std::optional<SimdConv> simd_conv = SimdConv::For(
+        {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
+         .blocked_input = layouts_.input(0), .blocked_output = layouts_.output(0), .post_ops = &onednn_post_ops,
+         .residual_matches_output = residual_blocked && residual->shape == plan->out_shape},
+        ChannelBlock());
     // Once the layer's weights form is settled (WeightsForm), only candidates of that form.
     std::vector<int> winograd_tiles;
     if (winograd_applies && (!weights_form_ || weights_form_->winograd_tile > 0)) {
       winograd_tiles = weights_form_ ? std::vector<int>{weights_form_->winograd_tile} : std::vector<int>{2, 4};
     }
-    const bool depthwise_allowed = depthwise_applies && (!weights_form_ || weights_form_->depthwise);
-    const bool own_form = weights_form_ && (weights_form_->winograd_tile > 0 || weights_form_->depthwise);
-    const bool onednn_allowed = !own_form || !(winograd_applies || depthwise_applies);
+    const bool simd_allowed = simd_conv && (!weights_form_ || weights_form_->simd == simd_conv->kind());
+    const bool own_form = weights_form_ && (weights_form_->winograd_tile > 0 || weights_form_->simd);
+    const bool onednn_allowed = !own_form || !(winograd_applies || simd_conv);
     const bool fixed_layout = weights_form_ && !own_form;
     // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, or 0 our depthwise
-    // kernel, then oneDNN's implementations; the key says which numbering a cached choice uses.
-    const int first_onednn = static_cast<int>(winograd_tiles.size()) + (depthwise_allowed ? 1 : 0);
+    // or 1x1 kernel, then oneDNN's implementations; the key says which numbering a cached choice uses.
+    const int first_onednn = static_cast<int>(winograd_tiles.size()) + (simd_allowed ? 1 : 0);
     if (weights_form_) {
       plan->tuning_key += " weights=" + (weights_form_->winograd_tile > 0
                                              ? "winograd" + std::to_string(weights_form_->winograd_tile)
-                                             : weights_form_->depthwise ? std::string("simd_depthwise")
-                                                                        : LayoutName(weights_form_->layout));
+                                             : weights_form_->simd ? SimdConv::KindName(*weights_form_->simd)
+                                                                   : LayoutName(weights_form_->layout));
     } else if (!winograd_tiles.empty()) {
       plan->tuning_key += " +winograd2,4";
-    } else if (depthwise_allowed) {
-      plan->tuning_key += " +simd_depthwise";
+    } else if (simd_allowed) {
+      plan->tuning_key += " +" + SimdConv::KindName(simd_conv->kind());
     }
     plan->default_choice = onednn_allowed ? first_onednn : 0;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
@@ -409,14 +384,10 @@ class DnnlConv final : public Kernel {
         c.winograd = std::move(conv);
         plan->candidates.push_back(std::move(c));
       }
-      if (depthwise_allowed && (!only || *only == first_onednn - 1)) {
+      if (simd_allowed && (!only || *only == first_onednn - 1)) {
         Candidate c;
-        c.implementation = "simd:depthwise_conv:" + simd::DispatchedTargetName();
-        c.depthwise = simd::DepthwiseShape{
-            .batch = x_shape[0], .channels = x_shape[1], .block = ChannelBlock(), .in_h = x_shape[2], .in_w = x_shape[3],
-            .out_h = out_spatial[0], .out_w = out_spatial[1], .kernel_h = w.kernel[0], .kernel_w = w.kernel[1],
-            .stride_h = w.strides[0], .stride_w = w.strides[1], .pad_top = w.pads[0], .pad_left = w.pads[1]};
-        c.depthwise_activation = *depthwise_activation;
+        c.implementation = simd_conv->Implementation();
+        c.simd = simd_conv;
         plan->candidates.push_back(std::move(c));
       }
       if (onednn_allowed && (!only || *only >= first_onednn)) {
@@ -428,7 +399,7 @@ class DnnlConv final : public Kernel {
     RETURN_IF_ERROR(build(known));
     if (known && plan->candidates.empty()) RETURN_IF_ERROR(build(std::nullopt));  // a stale cached index
     if (plan->candidates.empty() ||
-        (!plan->candidates[0].winograd && !plan->candidates[0].depthwise &&
+        (!plan->candidates[0].winograd && !plan->candidates[0].simd &&
          plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
       // Only reference implementations for free layouts: the tensors' own layouts then.
       plan->candidates.clear();
@@ -482,11 +453,11 @@ class DnnlConv final : public Kernel {
   // use the same form, so the layer holds one transformed copy of its weights, not one per shape.
   struct WeightsForm {
     int winograd_tile = 0;      // > 0: Winograd
-    bool depthwise = false;     // our depthwise kernel's packing
+    std::optional<SimdConv::Kind> simd;  // our depthwise or 1x1 kernel's packing
     dnnl::memory::desc layout;  // otherwise: oneDNN's weights layout
   };
   std::optional<WeightsForm> weights_form_;
-  PackedDepthwise depthwise_weights_;
+  PackedSimd simd_weights_;
   std::string last_;  // empty: the fallback ran
 };
 

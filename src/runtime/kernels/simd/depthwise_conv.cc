@@ -9,23 +9,11 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "runtime/kernels/simd/activation-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-template <class D, class V>
-V Activate(D d, const DepthwiseActivation& activation, V v) {
-  switch (activation.kind) {
-    case DepthwiseActivation::Kind::kNone: return v;
-    case DepthwiseActivation::Kind::kRelu: return hn::Max(v, hn::Zero(d));
-    case DepthwiseActivation::Kind::kClip: return hn::Min(hn::Max(v, hn::Set(d, activation.low)), hn::Set(d, activation.high));
-    case DepthwiseActivation::Kind::kHardSwish: {
-      const V gate = hn::Min(hn::Max(hn::Add(v, hn::Set(d, 3.0f)), hn::Zero(d)), hn::Set(d, 6.0f));
-      return hn::Mul(hn::Mul(v, gate), hn::Set(d, 1.0f / 6.0f));
-    }
-  }
-  return v;
-}
 
 // Where one output row of one channel block reads: the taps kernel rows [kh_begin, kh_end) hit.
 struct RowTaps {
@@ -54,7 +42,7 @@ hn::Vec<D> EdgePixel(D d, const DepthwiseShape& s, const RowTaps& row, int64_t o
 }
 
 template <size_t kBlock>
-void ConvolveRow(const DepthwiseShape& s, const RowTaps& row, const float* bias, const DepthwiseActivation& activation,
+void ConvolveRow(const DepthwiseShape& s, const RowTaps& row, const float* bias, const Activation& activation,
                  float* y_row) {
   const hn::CappedTag<float, kBlock> d;
   const size_t lanes = hn::Lanes(d);
@@ -94,7 +82,7 @@ void ConvolveRow(const DepthwiseShape& s, const RowTaps& row, const float* bias,
 }
 
 void DepthwiseRows(const DepthwiseShape& s, const float* x, const float* weights, const float* bias,
-                   const DepthwiseActivation& activation, int64_t first_row, int64_t rows, float* y) {
+                   const Activation& activation, int64_t first_row, int64_t rows, float* y) {
   const int64_t blocks = (s.channels + s.block - 1) / s.block;
   for (int64_t r = first_row; r < first_row + rows; ++r) {
     const int64_t plane = r / s.out_h, oh = r % s.out_h, block = plane % blocks;
@@ -123,10 +111,6 @@ namespace inferd::runtime::simd {
 
 HWY_EXPORT(DepthwiseRows);
 
-bool KeepsZeroPadding(const DepthwiseActivation& activation) {
-  return activation.kind != DepthwiseActivation::Kind::kClip || (activation.low <= 0 && activation.high >= 0);
-}
-
 std::vector<float> PackDepthwiseWeights(const float* weights, const DepthwiseShape& s) {
   const int64_t blocks = (s.channels + s.block - 1) / s.block, taps = s.kernel_h * s.kernel_w;
   std::vector<float> packed(static_cast<size_t>(blocks * taps * s.block), 0.0f);
@@ -139,7 +123,7 @@ std::vector<float> PackDepthwiseWeights(const float* weights, const DepthwiseSha
 }
 
 void DepthwiseConv(const DepthwiseShape& shape, const float* x, const float* packed_weights, const float* bias,
-                   const DepthwiseActivation& activation, float* y) {
+                   const Activation& activation, float* y) {
   const int64_t rows = shape.batch * ((shape.channels + shape.block - 1) / shape.block) * shape.out_h;
   ParallelFor(rows, [&](int64_t begin, int64_t end) {
     HWY_DYNAMIC_DISPATCH(DepthwiseRows)(shape, x, packed_weights, bias, activation, begin, end - begin, y);

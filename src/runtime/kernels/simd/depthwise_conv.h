@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/kernels/simd/activation.h"
+
 namespace inferd::runtime::simd {
 
 struct DepthwiseShape {
@@ -22,18 +24,6 @@ struct DepthwiseShape {
   int64_t kernel_h = 3, kernel_w = 3, stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0;
 };
 
-// What follows the bias: the activations a depthwise layer carries in the models we serve
-// (MobileNet's Relu, Relu6 as Clip(0, 6), HardSwish).
-struct DepthwiseActivation {
-  enum class Kind { kNone, kRelu, kClip, kHardSwish };
-  Kind kind = Kind::kNone;
-  float low = 0, high = 0;  // kClip's bounds
-};
-
-// An activation that maps 0 to 0 keeps a blocked output's padded channels zero, as the layout
-// requires; Clip with a positive minimum (or negative maximum) would not.
-bool KeepsZeroPadding(const DepthwiseActivation& activation);
-
 // ONNX weights [channels, 1, kernel_h, kernel_w] -> [ceil(channels / block)][kernel_h][kernel_w]
 // [block], the padded channels' filters zero.
 std::vector<float> PackDepthwiseWeights(const float* weights, const DepthwiseShape& shape);
@@ -42,6 +32,6 @@ std::vector<float> PackDepthwiseWeights(const float* weights, const DepthwiseSha
 // bias: ceil(C / block) * block floats (padded with zeros), or null. Dilation 1. Parallel over
 // the intra-op threads, by output row.
 void DepthwiseConv(const DepthwiseShape& shape, const float* x, const float* packed_weights, const float* bias,
-                   const DepthwiseActivation& activation, float* y);
+                   const Activation& activation, float* y);
 
 }  // namespace inferd::runtime::simd

@@ -1,0 +1,62 @@
+// Our own blocked-layout convolutions (simd/depthwise_conv.h, simd/pointwise_conv.h) as a
+// candidate of the Conv kernel's tuning (dnnl_conv.cc): which of them fits a layer, the layer's
+// weights packed for it, and a run. They read and write the blocked layout only (dnnl_layout.h),
+// so they apply only where the layout pass kept the layer's input and output blocked.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "runtime/kernels/post_ops.h"
+#include "runtime/kernels/simd/activation.h"
+#include "runtime/kernels/simd/depthwise_conv.h"
+#include "runtime/kernels/simd/pointwise_conv.h"
+#include "runtime/kernels/window.h"
+
+namespace inferd::runtime::dnnl_kernels {
+
+// What the Conv kernel knows of one layer at one input shape.
+struct ConvGeometry {
+  Shape x_shape, w_shape, out_shape;
+  int64_t group = 1;
+  const WindowAttributes* window = nullptr;  // resolved: kernel, strides, dilations, pads
+  bool blocked_input = false, blocked_output = false;
+  // The fused post-ops, a trailing Swish excluded (it runs after any kernel); a leading Add's
+  // residual has the output's shape and layout when residual_matches_output.
+  const std::vector<PostOp>* post_ops = nullptr;
+  bool residual_matches_output = false;
+};
+
+class SimdConv {
+ public:
+  enum class Kind { kDepthwise, kPointwise };
+
+  // The one of our kernels that runs this layer at this shape, if any does.
+  static std::optional<SimdConv> For(const ConvGeometry& geometry, int64_t block);
+
+  // The layer's weights ([out, in / group, kh, kw]) and bias packed for the kernel: the same for
+  // every batch size.
+  struct Packed {
+    std::vector<float> weights, bias;  // bias: padded to whole blocks; empty without one
+  };
+  Packed Pack(const float* weights, const float* bias) const;
+
+  // residual: null unless the layer's post-ops start with an Add; may be y.
+  void Run(const float* x, const Packed& packed, const float* residual, float* y) const;
+
+  Kind kind() const { return kind_; }
+  // For the tuning key ("simd_depthwise"), and for Kernel::Implementation() ("simd:depthwise_conv:AVX3").
+  static std::string KindName(Kind kind);
+  std::string Implementation() const;
+
+ private:
+  Kind kind_ = Kind::kDepthwise;
+  simd::DepthwiseShape depthwise_;
+  simd::PointwiseShape pointwise_;
+  int64_t out_channels_ = 0, block_ = 0;
+  simd::Activation activation_;
+};
+
+}  // namespace inferd::runtime::dnnl_kernels
