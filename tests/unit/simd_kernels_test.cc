@@ -144,9 +144,10 @@ TEST(SimdDepthwiseConvTest, MatchesAPlainLoopOnEveryTargetKernelStrideAndEdge) {
     for (int64_t block : {8, 16}) {
       for (int64_t kernel : {3, 5}) {
         for (int64_t stride : {1, 2}) {
-          // Images narrower than a group of four interior pixels, odd sizes, and one without
-          // interior at all (3 wide, 5x5 kernel); channels that leave the last block part padding.
-          for (auto [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {14, 14}, {13, 11}, {3, 3}, {1, 9}}) {
+          // Images narrower than a group of four interior pixels, odd sizes, one without interior
+          // at all (3 wide, 5x5 kernel), and a wide one whose rows take several runs of the
+          // sliding interior loop and leave a rest; channels that leave the last block part padding.
+          for (auto [h, w] : {std::pair<int64_t, int64_t>{7, 7}, {14, 14}, {13, 11}, {3, 3}, {1, 9}, {5, 37}}) {
             for (int64_t channels : {5, 16, 24}) {
               const int64_t pad = kernel / 2;
               DepthwiseShape s{.batch = 2, .channels = channels, .block = block, .in_h = h, .in_w = w,
