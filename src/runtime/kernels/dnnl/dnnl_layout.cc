@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "runtime/kernels/tensor_util.h"
 
@@ -92,12 +93,18 @@ StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::m
   return reinterpret_cast<float*>(data);
 }
 
-Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst) {
+Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst,
+                     const dnnl::reorder* reorder) {
   return Guarded("Reorder", [&]() -> Status {
     ASSIGN_OR_RETURN(float* out, AllocateWithDesc(dst, src.shape, to));
     dnnl::memory from_memory = Wrap(from, src.data.get());
     dnnl::memory to_memory(to, Engine(), out);
-    RunReorder(from_memory, to_memory);
+    if (reorder == nullptr) {
+      RunReorder(from_memory, to_memory);
+      return Status::Ok();
+    }
+    RunPrimitive(*reorder, {{DNNL_ARG_FROM, from_memory}, {DNNL_ARG_TO, to_memory}});
+    ThreadStream().wait();
     return Status::Ok();
   });
 }
@@ -158,12 +165,23 @@ class ReorderKernel final : public Kernel {
     }
     const dnnl::memory::desc plain = dnnl_kernels::PlainDesc(dnnl_kernels::ToDims(x.shape));
     const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape);
-    return to_blocked_ ? dnnl_kernels::ReorderTensor(x, plain, blocked, &out[0])
-                       : dnnl_kernels::ReorderTensor(x, blocked, plain, &out[0]);
+    const dnnl::memory::desc& from = to_blocked_ ? plain : blocked;
+    const dnnl::memory::desc& to = to_blocked_ ? blocked : plain;
+    auto reorder = reorders_.find(x.shape);
+    if (reorder == reorders_.end()) {
+      RETURN_IF_ERROR(dnnl_kernels::Guarded("Reorder", [&]() -> Status {
+        reorder = reorders_.emplace(x.shape, dnnl_kernels::MakeReorder(from, to)).first;
+        return Status::Ok();
+      }));
+    }
+    return dnnl_kernels::ReorderTensor(x, from, to, &out[0], &reorder->second);
   }
 
  private:
   bool to_blocked_;
+  // One primitive per input shape, as the other kernels keep theirs: making one took longer than
+  // running it at the small shapes at the end of a network.
+  std::map<Shape, dnnl::reorder> reorders_;
 };
 
 }  // namespace

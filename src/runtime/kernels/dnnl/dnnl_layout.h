@@ -42,8 +42,10 @@ StatusOr<Layouts> ReadLayouts(const Node& node);
 // slot when it has one that fits (kernels/tensor_util.h), a fresh buffer otherwise.
 StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc);
 
-// Copies `src` (laid out as `from`) into a fresh tensor laid out as `to`.
-Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst);
+// Copies `src` (laid out as `from`) into a fresh tensor laid out as `to`: with `reorder` when given
+// (MakeReorder(from, to), kept by a caller that runs it again), else with one made for this call.
+Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst,
+                     const dnnl::reorder* reorder = nullptr);
 
 // Zeroes the padded channels of a blocked buffer, after an op that computed on them as if they
 // were data (an element-wise op run over the whole buffer makes them f(0)).
