@@ -221,7 +221,7 @@ TEST(SimdPointwiseConvTest, MatchesAPlainLoopOnEveryTargetChannelsPixelsAndEpilo
       // Channels that fill whole blocks, leave the last one part padding, and give an odd number
       // of output blocks (one left after the pairs); pixels below, at and past whole tiles.
       for (auto [cin, cout] : {std::pair<int64_t, int64_t>{16, 16}, {5, 24}, {40, 72}, {24, 3}}) {
-        for (int64_t pixels : {1, 7, 12, 49, 50}) {
+        for (int64_t pixels : {1, 7, 11, 12, 23, 49, 50}) {
           PointwiseShape s{.batch = 2, .in_channels = cin, .out_channels = cout, .block = block, .pixels = pixels};
           CheckPointwise(s, {Kind::kNone}, true, false, false);
           CheckPointwise(s, {Kind::kRelu}, false, true, false);

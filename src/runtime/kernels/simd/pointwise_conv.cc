@@ -78,8 +78,9 @@ HWY_INLINE void Tile(const TileView& t, const Activation& activation) {
   }
 }
 
-// The pixels [p0, p1) of output blocks [ob, ob + kOut) of one image: whole tiles, then the rest
-// one pixel at a time.
+// A run of `pixels` pixels of output blocks [ob, ob + kOut) of one image: whole tiles, then the
+// rest in tiles of 8, 4, 2 and 1 pixels (a narrow tile waits on its few accumulators: one pixel at
+// a time, the rest of a 7x7 image cost a third of a whole tile per pixel).
 template <size_t kBlock, size_t kOut>
 void PixelRun(TileView t, size_t pixels, const Activation& activation) {
   constexpr size_t kPixels = TileShape<kBlock>::kPixels;
@@ -90,7 +91,19 @@ void PixelRun(TileView t, size_t pixels, const Activation& activation) {
   };
   size_t p = 0;
   for (; p + kPixels <= pixels; p += kPixels, advance(kPixels)) Tile<kBlock, kPixels, kOut>(t, activation);
-  for (; p < pixels; ++p, advance(1)) Tile<kBlock, 1, kOut>(t, activation);
+  auto rest = [&]<size_t kWidth>() {
+    if constexpr (kWidth < kPixels) {
+      if (p + kWidth <= pixels) {
+        Tile<kBlock, kWidth, kOut>(t, activation);
+        p += kWidth;
+        advance(kWidth);
+      }
+    }
+  };
+  rest.template operator()<8>();
+  rest.template operator()<4>();
+  rest.template operator()<2>();
+  rest.template operator()<1>();
 }
 
 template <size_t kBlock>
