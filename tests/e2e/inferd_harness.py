@@ -98,8 +98,10 @@ class Inferd:
     def logs(self):
         return Path(self.log.name).read_text(errors="replace")
 
-    def stop(self, timeout=30):
-        """SIGTERM, then the exit code (must be 0 for a clean drain)."""
+    def stop(self, timeout=90):
+        """SIGTERM, then the exit code (must be 0 for a clean drain). The wait is generous: under
+        ASan, with another build on the same two cores, a server that had loaded resnet18 once took
+        over 30 s to exit (LeakSanitizer walks the whole heap at exit)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout)
