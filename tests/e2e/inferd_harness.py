@@ -101,7 +101,7 @@ class Inferd:
     def stop(self, timeout=90):
         """SIGTERM, then the exit code (must be 0 for a clean drain). The wait is generous: under
         ASan, with another build on the same two cores, a server that had loaded resnet18 once took
-        over 30 s to exit (LeakSanitizer walks the whole heap at exit)."""
+        over 30 s to exit (not measured further; LeakSanitizer's heap walk at exit is a likely part)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=timeout)
