@@ -24,6 +24,23 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& mo
   return session;
 }
 
+namespace {
+
+// The convolutions' kernels read the precision from the node (`_precision`), as they read their
+// layouts and fused post-ops.
+void MarkPrecision(Graph* graph, Precision precision) {
+  if (precision == Precision::kFp32) return;
+  for (Node& node : graph->nodes) {
+    if (node.op_type != "Conv" || !node.domain.empty()) continue;
+    Attribute attribute;
+    attribute.kind = Attribute::Kind::kString;
+    attribute.s = std::string(PrecisionName(precision));
+    node.attributes["_precision"] = attribute;
+  }
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOptions options) {
   std::unique_ptr<Session> session(new Session());
   session->graph_ = std::move(graph);
@@ -38,6 +55,12 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
     OptimizerOptions optimizer_options;
     optimizer_options.onednn_kernels = &registry == &KernelRegistry::Default();
     ASSIGN_OR_RETURN(session->optimization_, Optimize(&session->graph_, optimizer_options));
+  }
+  if (auto unavailable = PrecisionUnavailable(options.precision)) {
+    session->precision_fallback_ = "precision " + std::string(PrecisionName(options.precision)) + " runs as fp32: " + *unavailable;
+  } else {
+    session->precision_ = options.precision;
+    MarkPrecision(&session->graph_, session->precision_);
   }
   for (const auto& [id, tensor] : session->graph_.initializers) session->packed_weights_->AddConstant(tensor.data);
   RETURN_IF_ERROR(session->BuildKernels(registry));

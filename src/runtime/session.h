@@ -21,6 +21,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/passes/optimizer.h"
 #include "runtime/run_context.h"
+#include "runtime/precision.h"
 #include "runtime/tuning.h"
 
 namespace inferd::runtime {
@@ -49,6 +50,9 @@ struct SessionOptions {
   // the session holds then follows this bound, not every shape it has seen (a free sequence length
   // would otherwise grow it without end). The server sets it to at least its planned batch sizes.
   size_t max_shape_sets = 16;
+  // bf16 runs the convolutions in bfloat16 where the CPU has native bf16 (precision.h); elsewhere
+  // the session stays fp32 and precision_fallback() says why.
+  Precision precision = Precision::kFp32;
 };
 
 class Session {
@@ -71,6 +75,10 @@ class Session {
   // Per-node wall time of every Run from now on, summed (for `inferd run --profile`).
   void EnableProfiling() { node_seconds_.assign(graph_.nodes.size(), 0.0); }
   const std::vector<double>& node_seconds() const { return node_seconds_; }
+
+  // The precision the convolutions run in, and why it is not the one asked for (empty if it is).
+  Precision precision() const { return precision_; }
+  const std::string& precision_fallback() const { return precision_fallback_; }
 
   // The tuning choices this session knows (loaded from the cache file or timed since).
   const TuningCache& tuning() const { return *tuning_cache_; }
@@ -142,6 +150,8 @@ class Session {
   std::shared_ptr<uint8_t[]> arena_;
   size_t arena_size_ = 0;
   TuneMode tune_ = TuneMode::kFast;
+  Precision precision_ = Precision::kFp32;
+  std::string precision_fallback_;
   std::shared_ptr<TuningCache> tuning_cache_;  // shared by the sessions of one model file
   std::unique_ptr<dnnl_kernels::PackedWeightsCache> packed_weights_;
   ScratchBuffer scratch_;     // lent to the kernels through the RunContext

@@ -264,6 +264,10 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
                       "run; choices are cached in MODEL.onnx.tuning)")
       ->check(CLI::IsMember({"off", "fast", "full"}))
       ->capture_default_str();
+  command->add_option("--precision", flags->precision,
+                      "The convolutions' arithmetic: fp32, or bf16 where the CPU has native bf16 (else fp32, with a warning)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
 }
 
 int RunRun(const RunFlags& flags) {
@@ -272,6 +276,7 @@ int RunRun(const RunFlags& flags) {
   const auto load_start = Clock::now();
   runtime::SessionOptions options;
   options.tune = runtime::ParseTuneMode(flags.tune).value_or(runtime::TuneMode::kFast);
+  options.precision = runtime::ParsePrecision(flags.precision).value_or(runtime::Precision::kFp32);
   options.intra_op_threads = threads;
   options.persist_tuning = true;
   options.max_shape_sets = static_cast<size_t>(flags.keep_shapes);
@@ -280,6 +285,7 @@ int RunRun(const RunFlags& flags) {
     std::fprintf(stderr, "error: %s\n", session.status().message().c_str());
     return 1;
   }
+  if (!(*session)->precision_fallback().empty()) std::fprintf(stderr, "warning: %s\n", (*session)->precision_fallback().c_str());
   const double load_ms = Milliseconds(Clock::now() - load_start);
   const double load_peak_rss_mb = PeakRssMegabytes();  // the load's peak, before any run
   const double load_rss_mb = ProcStatusMegabytes("VmRSS:");
@@ -332,11 +338,12 @@ int RunRun(const RunFlags& flags) {
   const double intermediates_mb = static_cast<double>(memory.intermediate_bytes) / (1 << 20);
   if (flags.json) {
     std::printf("{\"model\": \"%s\", \"peak_rss_mb\": %.1f, \"rss_mb\": %.1f, \"load_ms\": %.3f, \"load_peak_rss_mb\": %.1f, "
-                "\"load_rss_mb\": %.1f, \"threads\": %d, \"batch\": %lld, \"iterations\": %zu, "
+                "\"load_rss_mb\": %.1f, \"threads\": %d, \"precision\": \"%s\", \"batch\": %lld, \"iterations\": %zu, "
                 "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"throughput_per_s\": %.2f, \"arena_mb\": %.2f, "
                 "\"intermediates_mb\": %.2f, \"outputs\": [",
                 JsonEscaped(flags.model).c_str(), PeakRssMegabytes(), ProcStatusMegabytes("VmRSS:"), load_ms, load_peak_rss_mb,
-                load_rss_mb, threads, static_cast<long long>(batch), latencies.size(), p50, p90, p99,
+                load_rss_mb, threads, std::string(runtime::PrecisionName((*session)->precision())).c_str(),
+                static_cast<long long>(batch), latencies.size(), p50, p90, p99,
                 throughput, arena_mb, intermediates_mb);
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::printf("%s{\"name\": \"%s\", \"datatype\": \"%s\", \"shape\": %s}", i ? ", " : "", outputs[i].name.c_str(),
@@ -347,8 +354,9 @@ int RunRun(const RunFlags& flags) {
     if (flags.profile) PrintProfileJson(**session, static_cast<int>(latencies.size()));
     std::printf("}\n");
   } else {
-    std::printf("model: %s (%zu nodes, opset %d), loaded in %.1f ms, %d intra-op threads\n", flags.model.c_str(),
-                (*session)->graph().nodes.size(), (*session)->graph().opset, load_ms, threads);
+    std::printf("model: %s (%zu nodes, opset %d, %s), loaded in %.1f ms, %d intra-op threads\n", flags.model.c_str(),
+                (*session)->graph().nodes.size(), (*session)->graph().opset,
+                std::string(runtime::PrecisionName((*session)->precision())).c_str(), load_ms, threads);
     std::printf("batch %lld, %zu runs after %d warm-up: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f items/s\n",
                 static_cast<long long>(batch), latencies.size(), flags.warmup, p50, p90, p99, throughput);
     std::printf("memory plan: %.1f MB arena for %.1f MB of intermediates (%d values, %d written over an input)\n",

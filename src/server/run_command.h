@@ -29,6 +29,7 @@ struct RunFlags {
   bool json = false;
   bool dump_graph = false;
   std::string tune = "fast";  // off | fast | full (runtime/tuning.h)
+  std::string precision = "fp32";  // fp32 | bf16 (runtime/precision.h)
   bool profile = false;
 };
 

@@ -119,18 +119,31 @@ def test_bad_onnx_models_are_reported_and_the_rest_serve(fresh_server, tmp_path)
         backend: "onnxruntime"
         parameters { key: "tune" value: { string_value: "sometimes" } }
         """)
+    add_model(tmp_path, "bad_precision", linear_relu_model().SerializeToString(), """
+        backend: "onnxruntime"
+        parameters { key: "precision" value: { string_value: "fp16" } }
+        """)
+    add_model(tmp_path, "bf16", linear_relu_model().SerializeToString(), """
+        backend: "onnxruntime"
+        parameters { key: "precision" value: { string_value: "bf16" } }
+        """)
     server = fresh_server(repo=tmp_path)
     index = {e["name"]: e for e in requests.post(server.url + "/v2/repository/index").json()}
     assert index["good"]["state"] == "READY"
     reasons = {"corrupt": "not an ONNX model", "unsupported": "Bernoulli (node 'coin')",
                "wrong_input": "'not_x' is not an input", "wrong_type": "TYPE_INT32",
-               "bad_tune": "tune mode must be off, fast or full"}
+               "bad_tune": "tune mode must be off, fast or full", "bad_precision": "precision must be fp32 or bf16"}
     for name, text in reasons.items():
         assert index[name]["state"] == "UNAVAILABLE", name
         assert text in index[name]["reason"], index[name]
     assert "StringNormalizer (node 'text')" in index["unsupported"]["reason"]  # every unsupported op, at once
     x = RNG.standard_normal((1, 8)).astype(np.float32)
     assert infer(server, "good", x).status_code == 200
+    # bf16 applies to convolutions (runtime/precision.h); this model has none and answers as in fp32.
+    assert index["bf16"]["state"] == "READY"
+    answer = infer(server, "bf16", x)
+    assert answer.status_code == 200, answer.text
+    np.testing.assert_allclose(np.array(answer.json()["outputs"][0]["data"]).reshape(1, 5), expected(x), rtol=1e-4, atol=1e-4)
 
 
 def test_tuning_choices_persist_next_to_the_model(fresh_server, tmp_path):

@@ -125,6 +125,13 @@ class OnnxBackend final : public Backend {
       if (!mode.ok()) return mode.status().WithPrefix("model '" + config.name() + "': parameter 'tune'");
       session_options.tune = *mode;
     }
+    // parameters { key: "precision" value: { string_value: "fp32|bf16" } }: the convolutions'
+    // arithmetic (runtime/precision.h); bf16 falls back to fp32, with a warning, on a CPU without it.
+    if (auto precision = ConfigParameter(config, "precision")) {
+      auto parsed = runtime::ParsePrecision(*precision);
+      if (!parsed.ok()) return parsed.status().WithPrefix("model '" + config.name() + "': parameter 'precision'");
+      session_options.precision = *parsed;
+    }
     // Every planned batch size stays prepared (instances/planned_batches.h), with room besides for
     // shapes that no plan covers (a free sequence length), which take turns beyond that.
     if (auto planned = PlannedBatchSizes(config); planned.ok()) {
@@ -140,8 +147,12 @@ class OnnxBackend final : public Backend {
                                        "' is not an input of " + file.string());
       }
     }
-    spdlog::info("model '{}': loaded {} ({} nodes, opset {}), {} intra-op threads", config.name(), file.string(),
-                 (*session)->graph().nodes.size(), (*session)->graph().opset, options.intra_op_threads);
+    if (!(*session)->precision_fallback().empty()) {
+      spdlog::warn("model '{}': {}", config.name(), (*session)->precision_fallback());
+    }
+    spdlog::info("model '{}': loaded {} ({} nodes, opset {}, {}), {} intra-op threads", config.name(), file.string(),
+                 (*session)->graph().nodes.size(), (*session)->graph().opset,
+                 runtime::PrecisionName((*session)->precision()), options.intra_op_threads);
     return std::unique_ptr<Model>(
         std::make_unique<OnnxModel>(config, std::move(session).value(), options.intra_op_threads));
   }

@@ -37,10 +37,12 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 // chain, or where tuning found a plain-layout implementation faster even with them.
 class DnnlConv final : public Kernel {
  public:
+  // bf16: oneDNN's candidates read the input and the weights as bf16 (reordered from fp32, the
+  // weights once) and write fp32 (precision.h); ours stay fp32 and may still win the timing.
   DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
-           std::unique_ptr<Kernel> fallback, int residual_input)
+           std::unique_ptr<Kernel> fallback, int residual_input, bool bf16)
       : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
-        fallback_(std::move(fallback)), residual_input_(residual_input) {}
+        fallback_(std::move(fallback)), residual_input_(residual_input), bf16_(bf16) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
@@ -290,7 +292,8 @@ class DnnlConv final : public Kernel {
       weight_dims.insert(weight_dims.begin(), group_);
     }
     plan->plain_weights_desc = PlainDesc(weight_dims);
-    dnnl::memory::desc any_weights(weight_dims, dnnl::memory::data_type::f32, tag::any);
+    const auto compute_type = bf16_ ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+    dnnl::memory::desc any_weights(weight_dims, compute_type, tag::any);
     plan->bias_desc = PlainDesc({filters});
     auto make_desc = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
                          const dnnl::memory::desc& weights) {
@@ -314,6 +317,7 @@ class DnnlConv final : public Kernel {
                        (residual_blocked ? "b" : "p") + " post=";
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
+    if (bf16_) plan->tuning_key += " bf16";
     // Winograd reads and writes the blocked layout only, and an Add's residual in the output's.
     const bool winograd_applies =
         layouts_.input(0) && layouts_.output(0) &&
@@ -351,7 +355,7 @@ class DnnlConv final : public Kernel {
     // iterator reads the op desc, which must outlive the iteration. With the choice already known
     // (cached, or tuning off) only that one is built. The weights' layout is fixed once settled,
     // unless no implementation takes it for this shape.
-    dnnl::memory::desc src_any(ToDims(x_shape), dnnl::memory::data_type::f32, tag::any);
+    dnnl::memory::desc src_any(ToDims(x_shape), compute_type, tag::any);
     dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
     const auto any_desc = make_desc(src_any, dst_any, any_weights);
     const auto fixed_desc = fixed_layout ? make_desc(src_any, dst_any, weights_form_->layout) : any_desc;
@@ -403,7 +407,8 @@ class DnnlConv final : public Kernel {
          plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
       // Only reference implementations for free layouts: the tensors' own layouts then.
       plan->candidates.clear();
-      const auto own_layouts = make_desc(plan->src_desc, plan->dst_desc, any_weights);
+      const auto own_layouts = make_desc(plan->src_desc, plan->dst_desc,
+                                         dnnl::memory::desc(weight_dims, dnnl::memory::data_type::f32, tag::any));
       AddCandidate(dnnl::convolution_forward::primitive_desc(own_layouts, plan->post_ops.attr, Engine()), plan);
     }
     if (plan->candidates.size() == 1) {
@@ -442,6 +447,7 @@ class DnnlConv final : public Kernel {
   Layouts layouts_;
   std::unique_ptr<Kernel> fallback_;
   const int residual_input_;  // the node input a fused Add reads; -1: none
+  const bool bf16_;
   ShapePlans<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   struct TransformedWeights {
     std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
@@ -603,9 +609,11 @@ void RegisterDnnlConvKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
     ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
+    ASSIGN_OR_RETURN(std::string precision, node.String("_precision", "fp32"));
     const int residual_input = HasAdd(post_ops) ? static_cast<int>(node.inputs.size()) - 1 : -1;
     return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
-                                                              std::move(layouts), std::move(fallback), residual_input));
+                                                              std::move(layouts), std::move(fallback), residual_input,
+                                                              precision == "bf16"));
   });
   KernelFactory transpose_reference = FactoryBefore(*r, "ConvTranspose");
   r->Register("ConvTranspose", 1, [transpose_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {

@@ -1,0 +1,90 @@
+// Precision: bf16 convolutions where the CPU has native bf16, within bf16's rounding of the fp32
+// reference; fp32, with a reason, where it has not; names parsed strictly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/precision.h"
+#include "runtime/session.h"
+#include "runtime_test_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace testing_util;
+
+TEST(PrecisionTest, NamesAreParsedStrictly) {
+  EXPECT_EQ(ParsePrecision("fp32").value(), Precision::kFp32);
+  EXPECT_EQ(ParsePrecision("bf16").value(), Precision::kBf16);
+  for (const char* bad : {"fp16", "BF16", "", "int8"}) {
+    const auto parsed = ParsePrecision(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("fp32 or bf16"), std::string::npos);
+  }
+  EXPECT_EQ(PrecisionName(Precision::kBf16), "bf16");
+  EXPECT_FALSE(PrecisionUnavailable(Precision::kFp32).has_value());
+}
+
+// x -> Conv 3x3 (16 -> 32) + bias + Relu -> Conv 1x1 (32 -> 16) + x (residual) -> Conv 3x3 stride 2.
+Graph Convolutions() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w1", Random({32, 16, 3, 3}, 41, -0.3f, 0.3f))
+      .Constant("b1", Random({32}, 42))
+      .Constant("w2", Random({16, 32, 1, 1}, 43, -0.3f, 0.3f))
+      .Constant("w3", Random({8, 16, 3, 3}, 44, -0.3f, 0.3f));
+  b.Op("Conv", {"x", "w1", "b1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}})
+      .Op("Relu", {"c1"}, {"a1"})
+      .Op("Conv", {"a1", "w2"}, {"c2"})
+      .Op("Add", {"c2", "x"}, {"r"})
+      .Op("Conv", {"r", "w3"}, {"y"}, {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}})
+      .Output("y");
+  return b.graph();
+}
+
+TEST(PrecisionTest, Bf16ConvolutionsStayWithinBf16RoundingOfFp32) {
+  const Graph graph = Convolutions();
+  const Tensor x = Random({2, 16, 10, 10}, 40);
+  // Tuning off: oneDNN's first implementation for every layer (our own kernels are fp32).
+  auto session = Session::FromGraph(graph, {.tune = TuneMode::kOff, .precision = Precision::kBf16});
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(reference.ok());
+  std::vector<Tensor> inputs{x}, expected, actual;
+  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+  ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+  ASSERT_EQ(actual[0].shape, expected[0].shape);
+  if (const auto unavailable = PrecisionUnavailable(Precision::kBf16)) {
+    EXPECT_EQ((*session)->precision(), Precision::kFp32);
+    EXPECT_NE((*session)->precision_fallback().find("no native bf16"), std::string::npos);
+    for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+      ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-3) << i;
+    }
+    GTEST_SKIP() << *unavailable;
+  }
+  EXPECT_EQ((*session)->precision(), Precision::kBf16);
+  EXPECT_TRUE((*session)->precision_fallback().empty());
+  int convolutions = 0;
+  for (size_t n = 0; n < (*session)->graph().nodes.size(); ++n) {
+    if ((*session)->graph().nodes[n].op_type != "Conv") continue;
+    ++convolutions;
+    const std::string implementation = (*session)->kernel(n).Implementation();
+    EXPECT_TRUE(implementation.find("bf16") != std::string::npos || implementation.find("amx") != std::string::npos)
+        << implementation;
+  }
+  EXPECT_EQ(convolutions, 3);
+  // bf16 keeps 8 bits of each input's and weight's mantissa (relative error 2^-9 each); the sums
+  // are fp32. Over these layers' 144-288 terms of magnitude ~1 that is a few 1e-2 at most, and
+  // not zero: fp32 arithmetic would match within 1e-5.
+  double largest = 0;
+  for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+    const float want = ValuesOf<float>(expected[0])[i], got = ValuesOf<float>(actual[0])[i];
+    ASSERT_NEAR(got, want, 5e-2 * std::max(1.0f, std::abs(want))) << i;
+    largest = std::max(largest, std::abs(double{got} - want));
+  }
+  EXPECT_GT(largest, 1e-5);
+}
+
+}  // namespace
+}  // namespace inferd::runtime
