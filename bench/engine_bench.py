@@ -2,7 +2,7 @@
 """inferd's runtime against ONNX Runtime (onnxruntime-node) and PyTorch (TorchScript), side by side
 on the same model files and the same machine, in one run.
 
-  /usr/bin/python3 bench/engine_bench.py [--models mobilenet_v3_large,resnet50] [--iterations 20]
+  /usr/bin/python3 bench/engine_bench.py [--models mobilenet_v3_large,resnet50] [--iterations 20] [--precision bf16]
 
 Models come from models/make_real_models.py (built once into .cache/models). For each model:
 batch-1 latency (p50, p90), batch-8 throughput, load time, peak RSS, inferd/ORT ratios, and
@@ -41,9 +41,9 @@ def ensure_ort():
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=ORT_DIR, check=True)
 
 
-def run_inferd(model, batch, iterations, threads):
+def run_inferd(model, batch, iterations, threads, precision="fp32"):
     out = subprocess.run([INFERD, "run", str(model), "--batch", str(batch), "--iterations", str(iterations),
-                          "--warmup", "3", "--threads", str(threads), "--json"],
+                          "--warmup", "3", "--threads", str(threads), "--precision", precision, "--json"],
                          capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         return {"error": out.stderr.strip()[:200]}
@@ -156,6 +156,8 @@ def main():
     parser.add_argument("--skip-torch", action="store_true")
     parser.add_argument("--batch32", action="store_true",
                         help="also batch-32 throughput (inferd and ORT; long for the transformers)")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                        help="inferd's precision (ORT and PyTorch stay fp32): bf16 convolutions where the CPU has them")
     parser.add_argument("--rounds", type=int, default=3,
                         help="passes per model, engines interleaved within each; the table shows medians")
     args = parser.parse_args()
@@ -165,7 +167,7 @@ def main():
     ceiling = matmul_ceiling(args.threads)
     if ceiling:
         print(f"ceiling: a 2048x2048x2048 FP32 MatMul on inferd's runtime runs at {ceiling:.0f} GFLOP/s here\n")
-    print(f"{args.threads} intra-op threads per engine; batch-1 latency over {args.iterations} runs, batch-8 throughput "
+    print(f"inferd in {args.precision}, ORT and PyTorch in fp32; {args.threads} intra-op threads per engine; batch-1 latency over {args.iterations} runs, batch-8 throughput "
           f"over {max(3, args.iterations // 4)} runs, after 3 warm-up runs; median of {args.rounds} interleaved "
           f"rounds\n")
     print("| model | inferd b1 p50/p90 ms | ORT b1 p50/p90 ms | torch b1 p50 ms | inferd/ORT b1 latency | "
@@ -181,16 +183,16 @@ def main():
         # hits both, and the median over rounds drops the outliers.
         rounds = {key: [] for key in ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8", "ours32", "ort32")}
         for _ in range(args.rounds):
-            rounds["ours1"].append(run_inferd(model, 1, args.iterations, args.threads))
+            rounds["ours1"].append(run_inferd(model, 1, args.iterations, args.threads, args.precision))
             rounds["ort1"].append(run_ort(model, [1, *info["sample_shape"]], args.iterations, args.threads))
-            rounds["ours8"].append(run_inferd(model, 8, b8_iterations, args.threads))
+            rounds["ours8"].append(run_inferd(model, 8, b8_iterations, args.threads, args.precision))
             rounds["ort8"].append(run_ort(model, [8, *info["sample_shape"]], b8_iterations, args.threads))
             if not args.skip_torch:
                 rounds["torch1"].append(run_torch(name, 1, args.iterations, args.threads))
                 rounds["torch8"].append(run_torch(name, 8, b8_iterations, args.threads))
             if args.batch32:
                 b32_iterations = max(2, args.iterations // 10)
-                rounds["ours32"].append(run_inferd(model, 32, b32_iterations, args.threads))
+                rounds["ours32"].append(run_inferd(model, 32, b32_iterations, args.threads, args.precision))
                 rounds["ort32"].append(run_ort(model, [32, *info["sample_shape"]], b32_iterations, args.threads))
         ours1, ort1, ours8, ort8, torch1, torch8, ours32, ort32 = (
             median_of(rounds[key]) for key in ("ours1", "ort1", "ours8", "ort8", "torch1", "torch8", "ours32", "ort32"))
