@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <algorithm>
 #include <set>
@@ -331,35 +332,43 @@ Graph DepthwiseChain() {
   return b.graph();
 }
 
-TEST(TuningTest, BothDepthwiseCandidatesMatchTheReference) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_depthwise_" + std::to_string(getpid()));
+// Times `graph` on `x`, then forces each choice of the two layers whose tuning key offers our
+// `kind` of convolution (0: ours, 1: oneDNN's first implementation): either way the answers match
+// the reference, at `x` and at `other` (another batch size, which keeps each layer's weights
+// form), and Conv nodes `convs` ran what was forced. `also` checks more of each forced session.
+// Returns the timed cache file.
+std::string ForceEachSimdChoice(const Graph& graph, const Tensor& x, const Tensor& other, const std::string& kind,
+                                const std::string& implementation, std::vector<size_t> convs,
+                                const std::function<void(Session&)>& also = {}) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_" + kind + "_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const Graph graph = DepthwiseChain();
-  const Tensor x = Random({3, 16, 11, 13}, 20);
   const std::string timed = TimedCacheFile(graph, x, dir / "timed");
-  const std::regex depthwise_choice("( \\+simd_depthwise\t)\\d+");
-  ASSERT_EQ(std::distance(std::sregex_iterator(timed.begin(), timed.end(), depthwise_choice), std::sregex_iterator()), 2)
+  const std::regex choice_in_key("( \\+" + kind + "\t)\\d+");
+  EXPECT_EQ(std::distance(std::sregex_iterator(timed.begin(), timed.end(), choice_in_key), std::sregex_iterator()), 2)
       << timed;
-  // Whatever the timing chose, force each: 0 is ours, 1 oneDNN's first implementation.
   for (int choice : {0, 1}) {
     const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
-    std::ofstream(forced) << std::regex_replace(timed, depthwise_choice, "$01" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed, choice_in_key, "$01" + std::to_string(choice));
     auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
-    ASSERT_TRUE(session.ok());
-    ExpectMatchesReference(**session, graph, x);
-    const std::vector<std::string> implementations = ConvImplementations(**session);
-    ASSERT_EQ(implementations.size(), 4u);
-    for (size_t conv : {1, 2}) {
-      EXPECT_TRUE(implementations[conv].starts_with(choice == 0 ? "simd:depthwise_conv:" : "onednn:"))
-          << choice << ": " << implementations[conv];
+    EXPECT_TRUE(session.ok());
+    if (!session.ok()) break;
+    for (const Tensor* input : {&x, &other}) {
+      ExpectMatchesReference(**session, graph, *input);
+      const std::vector<std::string> implementations = ConvImplementations(**session);
+      for (size_t conv : convs) {
+        EXPECT_TRUE(implementations.at(conv).starts_with(choice == 0 ? implementation : "onednn:"))
+            << choice << ": " << implementations.at(conv);
+      }
     }
-    // Another batch size keeps each layer's weights form (ours, or oneDNN's layout).
-    ExpectMatchesReference(**session, graph, Random({1, 16, 11, 13}, 28));
-    for (size_t conv : {1, 2}) {
-      EXPECT_EQ(ConvImplementations(**session)[conv].starts_with("simd:"), choice == 0) << ConvImplementations(**session)[conv];
-    }
+    if (also) also(**session);
   }
   std::filesystem::remove_all(dir);
+  return timed;
+}
+
+TEST(TuningTest, BothDepthwiseCandidatesMatchTheReference) {
+  ForceEachSimdChoice(DepthwiseChain(), Random({3, 16, 11, 13}, 20), Random({1, 16, 11, 13}, 28), "simd_depthwise",
+                      "simd:depthwise_conv:", {1, 2});
 }
 
 // x -> Conv 3x3 (16 -> 24) = c -> Conv 1x1 (24 -> 40) + bias + HardSwish -> Conv 1x1 (40 -> 24)
@@ -386,34 +395,15 @@ Graph PointwiseChain() {
 }
 
 TEST(TuningTest, BothPointwiseCandidatesMatchTheReference) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_pointwise_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const Graph graph = PointwiseChain();
   const Tensor x = Random({3, 16, 9, 7}, 30);
-  const std::string timed = TimedCacheFile(graph, x, dir / "timed");
-  const std::regex pointwise_choice("( \\+simd_pointwise\t)\\d+");
-  ASSERT_EQ(std::distance(std::sregex_iterator(timed.begin(), timed.end(), pointwise_choice), std::sregex_iterator()), 2)
-      << timed;
-  ASSERT_NE(timed.find("post=Add,Relu, residual=[3,24,9,7] +simd_pointwise"), std::string::npos) << timed;
-  // Whatever the timing chose, force each: 0 is ours, 1 oneDNN's first implementation.
-  for (int choice : {0, 1}) {
-    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
-    std::ofstream(forced) << std::regex_replace(timed, pointwise_choice, "$01" + std::to_string(choice));
-    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
-    ASSERT_TRUE(session.ok());
-    ExpectMatchesReference(**session, graph, x);
-    const std::vector<std::string> implementations = ConvImplementations(**session);
-    ASSERT_EQ(implementations.size(), 4u);
-    for (size_t conv : {1, 2}) {
-      EXPECT_TRUE(implementations[conv].starts_with(choice == 0 ? "simd:pointwise_conv:" : "onednn:"))
-          << choice << ": " << implementations[conv];
-    }
-    // The residual's convolution wrote over it on both paths.
-    ASSERT_TRUE((*session)->memory_plan({x.shape}).has_value());
-    EXPECT_GE((*session)->memory_plan({x.shape})->reused_buffers, 1);
-    ExpectMatchesReference(**session, graph, Random({1, 16, 9, 7}, 36));
-  }
-  std::filesystem::remove_all(dir);
+  const std::string timed = ForceEachSimdChoice(
+      PointwiseChain(), x, Random({1, 16, 9, 7}, 36), "simd_pointwise", "simd:pointwise_conv:", {1, 2},
+      [&](Session& session) {
+        // The residual's convolution wrote over it on both paths.
+        ASSERT_TRUE(session.memory_plan({x.shape}).has_value());
+        EXPECT_GE(session.memory_plan({x.shape})->reused_buffers, 1);
+      });
+  EXPECT_NE(timed.find("post=Add,Relu, residual=[3,24,9,7] +simd_pointwise"), std::string::npos) << timed;
 }
 
 TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
