@@ -49,13 +49,21 @@ void RunPrimitive(const dnnl::primitive& primitive, std::unordered_map<int, dnnl
   primitive.execute(ThreadStream(), args);
 }
 
+dnnl::reorder::primitive_desc ReorderDesc(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  return dnnl::reorder::primitive_desc(Engine(), from, Engine(), to, OwnScratchpad());
+}
+
 dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
-  return dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), to, OwnScratchpad()));
+  return dnnl::reorder(ReorderDesc(from, to));
+}
+
+void RunReorder(const dnnl::reorder& reorder, const dnnl::memory& from, const dnnl::memory& to) {
+  RunPrimitive(reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  ThreadStream().wait();
 }
 
 void RunReorder(const dnnl::memory& from, const dnnl::memory& to) {
-  RunPrimitive(MakeReorder(from.get_desc(), to.get_desc()), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-  ThreadStream().wait();
+  RunReorder(MakeReorder(from.get_desc(), to.get_desc()), from, to);
 }
 
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }

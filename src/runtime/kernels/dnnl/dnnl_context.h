@@ -39,8 +39,11 @@ dnnl::primitive_attr OwnScratchpad(dnnl::primitive_attr attr = dnnl::primitive_a
 // OwnScratchpad: that one would run on oneDNN's per-thread buffer.
 void RunPrimitive(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args);
 
-// A reorder between two layouts, made with OwnScratchpad; RunReorder makes one, runs it and drops it.
+// A reorder between two layouts, made with OwnScratchpad; RunReorder runs one and waits for it
+// (without `reorder`: makes one for this call and drops it).
+dnnl::reorder::primitive_desc ReorderDesc(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+void RunReorder(const dnnl::reorder& reorder, const dnnl::memory& from, const dnnl::memory& to);
 void RunReorder(const dnnl::memory& from, const dnnl::memory& to);
 
 // Plain (row-major) memory descriptor for an fp32 tensor of `dims`.

@@ -318,15 +318,15 @@ class DnnlConv final : public Kernel {
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
     if (bf16_) plan->tuning_key += " bf16";
-    // Winograd reads and writes the blocked layout only, and an Add's residual in the output's.
+    // Our own kernels read and write the blocked layout only, and an Add's residual in the output's.
+    const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
     const bool winograd_applies =
-        layouts_.input(0) && layouts_.output(0) &&
-        (residual == nullptr || (residual_blocked && residual->shape == plan->out_shape)) &&
+        layouts_.input(0) && layouts_.output(0) && (residual == nullptr || residual_matches_output) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
     const std::optional<SimdConv> simd_conv = SimdConv::For(
         {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
          .blocked_input = layouts_.input(0), .blocked_output = layouts_.output(0), .post_ops = &onednn_post_ops,
-         .residual_matches_output = residual_blocked && residual->shape == plan->out_shape},
+         .residual_matches_output = residual_matches_output},
         ChannelBlock());
     // Once the layer's weights form is settled (WeightsForm), only candidates of that form.
     std::vector<int> winograd_tiles;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "runtime/kernels/tensor_util.h"
 
@@ -99,12 +98,11 @@ Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dn
     ASSIGN_OR_RETURN(float* out, AllocateWithDesc(dst, src.shape, to));
     dnnl::memory from_memory = Wrap(from, src.data.get());
     dnnl::memory to_memory(to, Engine(), out);
-    if (reorder == nullptr) {
+    if (reorder != nullptr) {
+      RunReorder(*reorder, from_memory, to_memory);
+    } else {
       RunReorder(from_memory, to_memory);
-      return Status::Ok();
     }
-    RunPrimitive(*reorder, {{DNNL_ARG_FROM, from_memory}, {DNNL_ARG_TO, to_memory}});
-    ThreadStream().wait();
     return Status::Ok();
   });
 }
@@ -167,21 +165,20 @@ class ReorderKernel final : public Kernel {
     const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape);
     const dnnl::memory::desc& from = to_blocked_ ? plain : blocked;
     const dnnl::memory::desc& to = to_blocked_ ? blocked : plain;
-    auto reorder = reorders_.find(x.shape);
-    if (reorder == reorders_.end()) {
-      RETURN_IF_ERROR(dnnl_kernels::Guarded("Reorder", [&]() -> Status {
-        reorder = reorders_.emplace(x.shape, dnnl_kernels::MakeReorder(from, to)).first;
-        return Status::Ok();
-      }));
-    }
-    return dnnl_kernels::ReorderTensor(x, from, to, &out[0], &reorder->second);
+    const dnnl::reorder* reorder = nullptr;
+    RETURN_IF_ERROR(dnnl_kernels::Guarded("Reorder", [&]() -> Status {
+      reorder = &dnnl_kernels::FindOrCreate(reorders_, x.shape, [&] { return dnnl_kernels::ReorderDesc(from, to); }).first;
+      return Status::Ok();
+    }));
+    return dnnl_kernels::ReorderTensor(x, from, to, &out[0], reorder);
   }
+  void ForgetShapeSet(ShapeSetId shape_set) override { reorders_.Forget(shape_set); }
 
  private:
   bool to_blocked_;
-  // One primitive per input shape, as the other kernels keep theirs: making one took longer than
-  // running it at the small shapes at the end of a network.
-  std::map<Shape, dnnl::reorder> reorders_;
+  // One primitive per input shape, dropped with the shape sets that used it, as the other kernels
+  // keep theirs: making one took longer than running it at the small shapes at the end of a network.
+  dnnl_kernels::PrimitiveMap<dnnl::reorder, Shape> reorders_;
 };
 
 }  // namespace

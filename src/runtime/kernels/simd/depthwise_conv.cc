@@ -41,23 +41,23 @@ hn::Vec<D> EdgePixel(D d, const DepthwiseShape& s, const RowTaps& row, int64_t o
   return acc;
 }
 
-// Interior pixels [ow, ow_end) of one row, kPixels at a time, for a kernel width and stride known
-// at compile time: along a kernel row, input pixel j of the run feeds output p through tap
-// j - p * stride, so each input vector is loaded once and used by every output it reaches
-// ((kPixels - 1) * stride + kWidth loads and kWidth weights per kPixels * kWidth multiply-adds,
-// against two loads per multiply-add in the generic loop). Returns where it stopped.
-template <size_t kBlock, size_t kWidth, size_t kStride, class D, class Store>
+// Interior pixels [ow, ow_end) of one stride-1 row, kPixels at a time, for a kernel width known at
+// compile time: along a kernel row, input pixel j of the run feeds output p through tap j - p, so
+// each input vector is loaded once and used by every output it reaches (kPixels + kWidth - 1 loads
+// and kWidth weights per kPixels * kWidth multiply-adds, against two loads per multiply-add in the
+// generic loop). Returns where it stopped.
+template <size_t kBlock, size_t kWidth, class D, class Store>
 int64_t SlidingInterior(D d, const DepthwiseShape& s, const RowTaps& row, int64_t ow, int64_t ow_end, size_t lane0,
                         hn::Vec<D> start, const Store& store) {
   // Accumulators, weights and one input vector in registers: 32 on AVX-512, 16 on AVX2.
   constexpr size_t kPixels = HWY_LANES(float) >= 16 ? 8 : 4;
-  constexpr size_t kSpan = (kPixels - 1) * kStride + kWidth;
+  constexpr size_t kSpan = kPixels - 1 + kWidth;
   const auto block = static_cast<int64_t>(kBlock);
   for (; ow + static_cast<int64_t>(kPixels) <= ow_end; ow += kPixels) {
     hn::Vec<D> acc[kPixels];
     for (size_t p = 0; p < kPixels; ++p) acc[p] = start;
     for (int64_t kh = row.kh_begin; kh < row.kh_end; ++kh) {
-      const float* x_row = row.x + ((row.first_ih + kh) * s.in_w + ow * s.stride_w - s.pad_left) * block + lane0;
+      const float* x_row = row.x + ((row.first_ih + kh) * s.in_w + ow - s.pad_left) * block + lane0;
       const float* w_row = row.weights + kh * s.kernel_w * block + lane0;
       hn::Vec<D> w[kWidth];
       for (size_t kw = 0; kw < kWidth; ++kw) w[kw] = hn::LoadU(d, w_row + kw * kBlock);
@@ -65,7 +65,7 @@ int64_t SlidingInterior(D d, const DepthwiseShape& s, const RowTaps& row, int64_
       for (size_t j = 0; j < kSpan; ++j) {
         const auto x = hn::LoadU(d, x_row + j * kBlock);
         for (size_t p = 0; p < kPixels; ++p) {
-          if (j >= p * kStride && j - p * kStride < kWidth) acc[p] = hn::MulAdd(x, w[j - p * kStride], acc[p]);
+          if (j >= p && j - p < kWidth) acc[p] = hn::MulAdd(x, w[j - p], acc[p]);
         }
       }
     }
@@ -93,7 +93,7 @@ void ConvolveRow(const DepthwiseShape& s, const RowTaps& row, const float* bias,
     int64_t ow = ow_begin;
     // Only where it measured faster (AVX-512 EPYC, 2026-12-04: 5x5 stride 1 at 28x28, 1.4x); for
     // 3x3 and stride 2 the two loops timed alike within this machine's noise.
-    if (s.kernel_w == 5 && s.stride_w == 1) ow = SlidingInterior<kBlock, 5, 1>(d, s, row, ow, ow_end, lane0, start, store);
+    if (s.kernel_w == 5 && s.stride_w == 1) ow = SlidingInterior<kBlock, 5>(d, s, row, ow, ow_end, lane0, start, store);
     for (; ow + 4 <= ow_end; ow += 4) {
       auto a0 = start, a1 = start, a2 = start, a3 = start;
       for (int64_t kh = row.kh_begin; kh < row.kh_end; ++kh) {
