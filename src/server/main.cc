@@ -9,6 +9,7 @@
 #include "server/bench_command.h"
 #include "server/client_commands.h"
 #include "server/lifecycle_commands.h"
+#include "server/quantize_command.h"
 #include "server/run_command.h"
 #include "server/serve_command.h"
 
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
   inferd::RunFlags run_flags;
   CLI::App* run = app.add_subcommand("run", "Run an ONNX model offline: outputs as .npy, latency and throughput");
   inferd::AddRunFlags(run, &run_flags);
+  inferd::QuantizeFlags quantize_flags;
+  CLI::App* quantize = app.add_subcommand("quantize", "Quantise an ONNX model to int8 (QDQ) with a calibration set");
+  inferd::AddQuantizeFlags(quantize, &quantize_flags);
   inferd::InferFlags infer_flags;
   CLI::App* infer = app.add_subcommand("infer", "Send one inference request to a server (HTTP or gRPC)");
   inferd::AddInferFlags(infer, &infer_flags);
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (serve->parsed()) return inferd::RunServe(serve_flags);
   if (run->parsed()) return inferd::RunRun(run_flags);
+  if (quantize->parsed()) return inferd::RunQuantize(quantize_flags);
   if (infer->parsed()) return inferd::RunInfer(infer_flags);
   if (models->parsed()) return inferd::RunModels(models_flags);
   if (bench->parsed()) return inferd::RunBench(bench_flags);

@@ -489,16 +489,21 @@ StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const fs::path& b
   return ImportConsumingModel(copy, base_dir);
 }
 
-StatusOr<Graph> ImportOnnxFile(const fs::path& model_path) {
+Status ReadOnnxModel(const fs::path& model_path, onnx::ModelProto* model) {
   ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(model_path));
   if (file.size() > static_cast<size_t>(INT_MAX)) {
     return Status::InvalidArgument(model_path.string() + " is over 2 GB: protobuf cannot parse it; keep the weights "
                                    "in external data files");
   }
-  onnx::ModelProto model;
-  if (!model.ParseFromArray(file.data(), static_cast<int>(file.size()))) {
+  if (!model->ParseFromArray(file.data(), static_cast<int>(file.size()))) {
     return Status::InvalidArgument(model_path.string() + " is not an ONNX model (protobuf parse failed)");
   }
+  return Status::Ok();
+}
+
+StatusOr<Graph> ImportOnnxFile(const fs::path& model_path) {
+  onnx::ModelProto model;
+  RETURN_IF_ERROR(ReadOnnxModel(model_path, &model));
   auto graph = ImportConsumingModel(model, model_path.parent_path());
   if (!graph.ok()) return graph.status().WithPrefix(model_path.string());
   return graph;

@@ -20,6 +20,8 @@ inline constexpr int kMinOpset = 1;
 inline constexpr int kMaxOpset = 17;
 
 StatusOr<Graph> ImportOnnxFile(const std::filesystem::path& model_path);
+// Parses a model file (mapped, not copied onto the heap) without importing it.
+Status ReadOnnxModel(const std::filesystem::path& model_path, onnx::ModelProto* model);
 // `base_dir` is where external data files are looked up.
 StatusOr<Graph> ImportOnnxModel(const onnx::ModelProto& model, const std::filesystem::path& base_dir);
 

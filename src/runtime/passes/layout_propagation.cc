@@ -7,9 +7,14 @@
 //
 // Runs last, after the fusions, and only when the kernels are oneDNN's (the reference kernels
 // read plain tensors only).
+//
+// In a graph with int8 convolutions (passes/qdq_fusion.cc) the layout is NHWC instead, the only
+// one oneDNN's fast int8 convolutions take (in nChw16c it offers only its reference): every node
+// the pass marks gets `_channels_last` (kernels/dnnl/dnnl_layout.h).
 #include <algorithm>
 #include <set>
 
+#include "runtime/kernels/int8_attributes.h"
 #include "runtime/passes/graph_edit.h"
 #include "runtime/passes/optimizer.h"
 
@@ -27,11 +32,14 @@ bool IsFp32Constant(const Graph& graph, ValueId id, size_t max_rank) {
   return constant != nullptr && constant->dtype == DataType::kFp32 && constant->shape.size() <= max_rank;
 }
 
-// A Conv oneDNN runs in 2-D: FP32 weights known at load, of rank 4.
+bool IsInt8Conv(const Node& node) { return node.op_type == "Conv" && node.Has(kInt8InputScale); }
+
+// A Conv oneDNN runs in 2-D: FP32 weights (or a fused QDQ Conv's int8 ones) known at load, of rank 4.
 bool IsBlockableConv(const Graph& graph, const Node& node) {
   if (node.op_type != "Conv" || !IsDefaultDomain(node) || !node.HasInput(0) || !node.HasInput(1)) return false;
   const Tensor* weights = ConstantOf(graph, node.inputs[1]);
-  return weights != nullptr && weights->dtype == DataType::kFp32 && weights->shape.size() == 4;
+  const DataType weights_type = IsInt8Conv(node) ? DataType::kInt8 : DataType::kFp32;
+  return weights != nullptr && weights->dtype == weights_type && weights->shape.size() == 4;
 }
 
 // Whether `node` can read blocked inputs, given which values are blocked: the inputs it would
@@ -90,6 +98,8 @@ void SetInts(Node* node, const char* name, std::vector<int64_t> values) {
   attribute.ints = std::move(values);
 }
 
+void MarkChannelsLast(Node* node) { node->attributes["_channels_last"] = Attribute{.kind = Attribute::Kind::kInt, .i = 1}; }
+
 }  // namespace
 
 StatusOr<int> PropagateLayouts(Graph* graph) {
@@ -98,6 +108,7 @@ StatusOr<int> PropagateLayouts(Graph* graph) {
   std::vector<Node> nodes;
   nodes.reserve(graph->nodes.size());
   int blocked_values = 0;
+  const bool channels_last = std::any_of(graph->nodes.begin(), graph->nodes.end(), IsInt8Conv);
   for (Node& node : graph->nodes) {
     std::vector<int64_t> blocked_inputs;
     bool blocked_output = false;
@@ -116,6 +127,7 @@ StatusOr<int> PropagateLayouts(Graph* graph) {
         blocked[node.outputs[0]] = true;
         ++blocked_values;
       }
+      if (channels_last && (blocked_output || !blocked_inputs.empty())) MarkChannelsLast(&node);
       nodes.push_back(std::move(node));
       continue;
     }
@@ -139,6 +151,7 @@ StatusOr<int> PropagateLayouts(Graph* graph) {
         to.kind = Attribute::Kind::kString;
         to.s = "plain";
         reorder.attributes["to"] = to;
+        if (channels_last) MarkChannelsLast(&reorder);
         nodes.push_back(std::move(reorder));
       }
       input = plain_copy[input];

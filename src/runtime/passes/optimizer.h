@@ -16,6 +16,7 @@ namespace inferd::runtime {
 // The passes (passes/*.cc).
 StatusOr<int> EliminateIdentities(Graph* graph);
 StatusOr<int> FoldConstants(Graph* graph);
+StatusOr<int> FuseQdqConv(Graph* graph);
 StatusOr<int> FoldShapes(Graph* graph);
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph);
 StatusOr<int> FuseResidualAdd(Graph* graph);

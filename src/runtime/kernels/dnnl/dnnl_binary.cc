@@ -78,7 +78,8 @@ class DnnlBinary final : public Kernel {
     Shape padded = second->shape;
     padded.insert(padded.begin(), out_shape->size() - padded.size(), 1);
     if (out_shape->empty()) padded = {1};
-    if (blocked && op_.algorithm == dnnl::algorithm::binary_mul && IsPerChannel(padded, *out_shape)) {
+    if (blocked && !layouts_.channels_last && op_.algorithm == dnnl::algorithm::binary_mul &&
+        IsPerChannel(padded, *out_shape)) {
       return ScaleChannels(src0, *second, *out_shape, out);
     }
     const Shape dst_shape = out_shape->empty() ? Shape{1} : *out_shape;
@@ -121,7 +122,7 @@ class DnnlBinary final : public Kernel {
   // blocks.
   Status ScaleChannels(const Tensor& x, const Tensor& factors, const Shape& out_shape, Outputs out) {
     const int64_t block = ChannelBlock();
-    ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape)));
+    ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape, layouts_.channels_last)));
     const int64_t channel_blocks = (out_shape[1] + block - 1) / block;
     const int64_t pixels = out_shape[2] * out_shape[3];
     const float* source = x.values<float>().data();
@@ -139,8 +140,8 @@ class DnnlBinary final : public Kernel {
   }
 
   Status CreatePlan(const Shape& dst_shape, const Shape& src1_shape, bool blocked, Plan* plan) {
-    plan->dst_desc = LayoutDesc(dst_shape, blocked);
-    plan->src1_desc = LayoutDesc(src1_shape, blocked);
+    plan->dst_desc = layouts_.Desc(dst_shape, blocked);
+    plan->src1_desc = layouts_.Desc(src1_shape, blocked);
     dnnl::binary::primitive_desc pd(dnnl::binary::desc(op_.algorithm, plan->dst_desc, plan->src1_desc, plan->dst_desc),
                                     OwnScratchpad(), Engine());
     plan->implementation = pd.impl_info_str();
@@ -159,7 +160,7 @@ class DnnlBinary final : public Kernel {
     if (padded.size() != 4) return Status::InvalidArgument("binary: operand of rank above 4 on a blocked tensor");
     Tensor as_4d = src;
     as_4d.shape = padded;
-    RETURN_IF_ERROR(ReorderTensor(as_4d, PlainDesc(ToDims(padded)), BlockedDesc(padded), &reordered_));
+    RETURN_IF_ERROR(ReorderTensor(as_4d, PlainDesc(ToDims(padded)), BlockedDesc(padded, layouts_.channels_last), &reordered_));
     // Held, so that the address cannot come back as another tensor's while we compare against it.
     reordered_source_ = src.data;
     return &reordered_;

@@ -57,6 +57,12 @@ dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::de
   return dnnl::reorder(ReorderDesc(from, to));
 }
 
+dnnl::reorder MakeScaledReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale) {
+  dnnl::primitive_attr attr = OwnScratchpad();
+  attr.set_output_scales(0, {scale});
+  return dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), to, attr));
+}
+
 void RunReorder(const dnnl::reorder& reorder, const dnnl::memory& from, const dnnl::memory& to) {
   RunPrimitive(reorder, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
   ThreadStream().wait();
@@ -68,10 +74,10 @@ void RunReorder(const dnnl::memory& from, const dnnl::memory& to) {
 
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
 
-dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims) {
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::data_type type) {
   dnnl::memory::dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, type, strides);
 }
 
 void BindScratch(std::initializer_list<dnnl::memory*> memories) {

@@ -43,11 +43,15 @@ void RunPrimitive(const dnnl::primitive& primitive, std::unordered_map<int, dnnl
 // (without `reorder`: makes one for this call and drops it).
 dnnl::reorder::primitive_desc ReorderDesc(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+// A reorder that also multiplies by `scale`, rounding and saturating into an integer `to` (how
+// fp32 activations become int8 for an int8 convolution: scale = 1 / the activation's scale).
+dnnl::reorder MakeScaledReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale);
 void RunReorder(const dnnl::reorder& reorder, const dnnl::memory& from, const dnnl::memory& to);
 void RunReorder(const dnnl::memory& from, const dnnl::memory& to);
 
-// Plain (row-major) memory descriptor for an fp32 tensor of `dims`.
-dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims);
+// Plain (row-major) memory descriptor for a tensor of `dims` (fp32 unless said).
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
+                             dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 dnnl::memory::dims ToDims(const Shape& shape);
 
 // Wraps a tensor's buffer. oneDNN takes a non-const handle but never writes through a source.

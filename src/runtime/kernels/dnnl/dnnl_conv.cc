@@ -11,6 +11,7 @@
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/dnnl/dnnl_post_ops.h"
 #include "runtime/kernels/dnnl/dnnl_winograd.h"
+#include "runtime/kernels/int8_attributes.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/dnnl/simd_conv.h"
@@ -39,10 +40,12 @@ class DnnlConv final : public Kernel {
  public:
   // bf16: oneDNN's candidates read the input and the weights as bf16 (reordered from fp32, the
   // weights once) and write fp32 (precision.h); ours stay fp32 and may still win the timing.
+  // int8 (a fused QDQ Conv, int8_attributes.h): only oneDNN's int8 implementations; the input is
+  // quantised by the reorder into the primitive's layout, the weights are the model's int8.
   DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
-           std::unique_ptr<Kernel> fallback, int residual_input, bool bf16)
+           std::unique_ptr<Kernel> fallback, int residual_input, bool bf16, std::optional<Int8Params> int8)
       : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
-        fallback_(std::move(fallback)), residual_input_(residual_input), bf16_(bf16) {}
+        fallback_(std::move(fallback)), residual_input_(residual_input), bf16_(bf16 && !int8), int8_(std::move(int8)) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
@@ -55,14 +58,17 @@ class DnnlConv final : public Kernel {
     last_.clear();
     const Tensor* x = Input(in, 0);
     const Tensor* w = Input(in, 1);
-    if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != DataType::kFp32 ||
+    const DataType weights_type = int8_ ? DataType::kInt8 : DataType::kFp32;
+    if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != weights_type ||
         x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size()) {
+      if (int8_) return Status::InvalidArgument("int8 Conv: needs an FP32 input and INT8 weights of rank 3 to 5");
       return Fallback(in, out);
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
     const Tensor* bias = Input(in, 2);
     Plan* plan = nullptr;
     RETURN_IF_ERROR(FindPlan(*x, *w, bias != nullptr, residual, &plan));
+    if (plan == nullptr && int8_) return Status::InvalidArgument("int8 Conv: oneDNN has no int8 convolution for this shape");
     if (plan == nullptr) return Fallback(in, out);  // oneDNN rejected this shape
     return Guarded("Conv", [&]() -> Status {
       ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc));
@@ -284,16 +290,17 @@ class DnnlConv final : public Kernel {
     if ((layouts_.input(0) && x_shape.size() != 4) || (layouts_.output(0) && plan->out_shape.size() != 4)) {
       return Status::Ok();  // not usable: blocked layouts are 4-D
     }
-    plan->src_desc = LayoutDesc(x_shape, layouts_.input(0));
-    plan->dst_desc = LayoutDesc(plan->out_shape, layouts_.output(0));
+    plan->src_desc = layouts_.Desc(x_shape, layouts_.input(0));
+    plan->dst_desc = layouts_.Desc(plan->out_shape, layouts_.output(0));
     dnnl::memory::dims weight_dims = ToDims(w_shape);
     if (group_ > 1) {
       weight_dims[0] = filters / group_;
       weight_dims.insert(weight_dims.begin(), group_);
     }
-    plan->plain_weights_desc = PlainDesc(weight_dims);
-    const auto compute_type = bf16_ ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
-    dnnl::memory::desc any_weights(weight_dims, compute_type, tag::any);
+    using dt = dnnl::memory::data_type;
+    plan->plain_weights_desc = PlainDesc(weight_dims, int8_ ? dt::s8 : dt::f32);
+    const dt compute_type = int8_ ? (int8_->x_signed ? dt::s8 : dt::u8) : bf16_ ? dt::bf16 : dt::f32;
+    dnnl::memory::desc any_weights(weight_dims, int8_ ? dt::s8 : compute_type, tag::any);
     plan->bias_desc = PlainDesc({filters});
     auto make_desc = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
                          const dnnl::memory::desc& weights) {
@@ -307,8 +314,15 @@ class DnnlConv final : public Kernel {
     const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
     plan->swish_after = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish;
     const std::vector<PostOp> onednn_post_ops(post_ops_.begin(), post_ops_.end() - (plan->swish_after ? 1 : 0));
-    if (!BuildPostOps(onednn_post_ops, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked)) {
+    const std::optional<dnnl::memory::desc> residual_desc =
+        residual_blocked && layouts_.channels_last ? std::optional(layouts_.Desc(residual->shape, true)) : std::nullopt;
+    if (!BuildPostOps(onednn_post_ops, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked,
+                      residual_desc)) {
       return Status::Ok();  // not usable
+    }
+    if (int8_) {
+      const std::vector<float> scales = int8_->OutputScales();
+      plan->post_ops.attr.set_output_scales(scales.size() > 1 ? 1 << 1 : 0, scales);  // per output channel
     }
     plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
                        std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
@@ -318,14 +332,15 @@ class DnnlConv final : public Kernel {
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
     if (bf16_) plan->tuning_key += " bf16";
+    if (int8_) plan->tuning_key += int8_->x_signed ? " int8=s8" : " int8=u8";
     // Our own kernels read and write the blocked layout only, and an Add's residual in the output's.
     const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
     const bool winograd_applies =
-        layouts_.input(0) && layouts_.output(0) && (residual == nullptr || residual_matches_output) &&
+        !int8_ && layouts_.channel_blocked_input(0) && layouts_.channel_blocked_output(0) && (residual == nullptr || residual_matches_output) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
     const std::optional<SimdConv> simd_conv = SimdConv::For(
         {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
-         .blocked_input = layouts_.input(0), .blocked_output = layouts_.output(0), .post_ops = &onednn_post_ops,
+         .blocked_input = layouts_.channel_blocked_input(0), .blocked_output = layouts_.channel_blocked_output(0), .post_ops = &onednn_post_ops,
          .residual_matches_output = residual_matches_output},
         ChannelBlock());
     // Once the layer's weights form is settled (WeightsForm), only candidates of that form.
@@ -333,7 +348,7 @@ class DnnlConv final : public Kernel {
     if (winograd_applies && (!weights_form_ || weights_form_->winograd_tile > 0)) {
       winograd_tiles = weights_form_ ? std::vector<int>{weights_form_->winograd_tile} : std::vector<int>{2, 4};
     }
-    const bool simd_allowed = simd_conv && (!weights_form_ || weights_form_->simd == simd_conv->kind());
+    const bool simd_allowed = simd_conv && !int8_ && (!weights_form_ || weights_form_->simd == simd_conv->kind());
     const bool own_form = weights_form_ && (weights_form_->winograd_tile > 0 || weights_form_->simd);
     const bool onednn_allowed = !own_form || !(winograd_applies || simd_conv);
     const bool fixed_layout = weights_form_ && !own_form;
@@ -402,9 +417,10 @@ class DnnlConv final : public Kernel {
     const std::optional<int> known = KnownChoice(plan->tuning_key, plan->default_choice);
     RETURN_IF_ERROR(build(known));
     if (known && plan->candidates.empty()) RETURN_IF_ERROR(build(std::nullopt));  // a stale cached index
-    if (plan->candidates.empty() ||
+    if (int8_ && plan->candidates.empty()) return Status::Internal("no int8 convolution in oneDNN for this shape");
+    if (!int8_ && (plan->candidates.empty() ||
         (!plan->candidates[0].winograd && !plan->candidates[0].simd &&
-         plan->candidates[0].implementation.rfind("ref", 0) == 0)) {
+         plan->candidates[0].implementation.rfind("ref", 0) == 0))) {
       // Only reference implementations for free layouts: the tensors' own layouts then.
       plan->candidates.clear();
       const auto own_layouts = make_desc(plan->src_desc, plan->dst_desc,
@@ -428,7 +444,8 @@ class DnnlConv final : public Kernel {
     c.primitive = dnnl::convolution_forward(pd);
     if (c.src_desc != plan->src_desc) {
       c.primitive_src = ScratchMemory(c.src_desc);
-      c.src_reorder = MakeReorder(plan->src_desc, c.src_desc);
+      c.src_reorder = int8_ ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale)
+                            : MakeReorder(plan->src_desc, c.src_desc);
     }
     if (c.dst_desc != plan->dst_desc) {
       c.primitive_dst = ScratchMemory(c.dst_desc);
@@ -448,6 +465,7 @@ class DnnlConv final : public Kernel {
   std::unique_ptr<Kernel> fallback_;
   const int residual_input_;  // the node input a fused Add reads; -1: none
   const bool bf16_;
+  const std::optional<Int8Params> int8_;
   ShapePlans<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   struct TransformedWeights {
     std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
@@ -610,10 +628,11 @@ void RegisterDnnlConvKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
     ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
     ASSIGN_OR_RETURN(std::string precision, node.String("_precision", "fp32"));
+    ASSIGN_OR_RETURN(std::optional<Int8Params> int8, ReadInt8Params(node));
     const int residual_input = HasAdd(post_ops) ? static_cast<int>(node.inputs.size()) - 1 : -1;
     return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
                                                               std::move(layouts), std::move(fallback), residual_input,
-                                                              precision == "bf16"));
+                                                              precision == "bf16", std::move(int8)));
   });
   KernelFactory transpose_reference = FactoryBefore(*r, "ConvTranspose");
   r->Register("ConvTranspose", 1, [transpose_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {

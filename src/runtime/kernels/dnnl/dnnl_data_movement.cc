@@ -108,13 +108,13 @@ class DnnlBlockedConcat final : public Kernel {
     return Guarded("Concat", [&]() -> Status {
       auto& primitive = FindOrCreate(primitives_, shapes, [&] {
         std::vector<dnnl::memory::desc> sources;
-        for (const Shape& shape : shapes) sources.push_back(BlockedDesc(shape));
-        return dnnl::concat::primitive_desc(BlockedDesc(out_shape), 1, sources, Engine(), OwnScratchpad());
+        for (const Shape& shape : shapes) sources.push_back(BlockedDesc(shape, layouts_.channels_last));
+        return dnnl::concat::primitive_desc(BlockedDesc(out_shape, layouts_.channels_last), 1, sources, Engine(), OwnScratchpad());
       });
-      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape)));
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(BlockedDesc(out_shape), dst)}};
+      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape, layouts_.channels_last)));
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(BlockedDesc(out_shape, layouts_.channels_last), dst)}};
       for (size_t i = 0; i < in.size(); ++i) {
-        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), Wrap(BlockedDesc(shapes[i]), in[i]->data.get()));
+        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), Wrap(BlockedDesc(shapes[i], layouts_.channels_last), in[i]->data.get()));
       }
       RunPrimitive(primitive.first, std::move(args));
       ThreadStream().wait();

@@ -43,14 +43,14 @@ class DnnlUnary final : public Kernel {
       });
       float* dst = nullptr;
       if (blocked) {
-        ASSIGN_OR_RETURN(dst, AllocateWithDesc(&out[0], x.shape, BlockedDesc(x.shape)));
+        ASSIGN_OR_RETURN(dst, AllocateWithDesc(&out[0], x.shape, BlockedDesc(x.shape, layouts_.channels_last)));
       } else {
         ASSIGN_OR_RETURN(dst, AllocateOutputAs<float>(&out[0], DataType::kFp32, x.shape));
       }
       dnnl::memory::desc desc = PlainDesc({n});
       RunPrimitive(primitive.first, {{DNNL_ARG_SRC, Wrap(desc, x.data.get())}, {DNNL_ARG_DST, Wrap(desc, dst)}});
       ThreadStream().wait();
-      if (blocked) ZeroChannelPadding(dst, x.shape);
+      if (blocked) ZeroChannelPadding(dst, x.shape, layouts_.channels_last);
       last_ = primitive.second;
       return Status::Ok();
     });

@@ -33,9 +33,9 @@ int64_t ChannelBlock() {
   return block;
 }
 
-dnnl::memory::desc BlockedDesc(const Shape& shape) {
+dnnl::memory::desc BlockedDesc(const Shape& shape, bool channels_last) {
   return dnnl::memory::desc(ToDims(shape), dnnl::memory::data_type::f32,
-                            ChannelBlock() == 16 ? tag::nChw16c : tag::nChw8c);
+                            channels_last ? tag::nhwc : ChannelBlock() == 16 ? tag::nChw16c : tag::nChw8c);
 }
 
 std::string LayoutName(const dnnl::memory::desc& desc) {
@@ -51,8 +51,8 @@ std::string LayoutName(const dnnl::memory::desc& desc) {
   return name;
 }
 
-dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked) {
-  return blocked ? BlockedDesc(shape) : PlainDesc(ToDims(shape));
+dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_last) {
+  return blocked ? BlockedDesc(shape, channels_last) : PlainDesc(ToDims(shape));
 }
 
 bool Layouts::any() const {
@@ -66,6 +66,8 @@ StatusOr<Layouts> ReadLayouts(const Node& node) {
   layouts.outputs.assign(node.outputs.size(), false);
   ASSIGN_OR_RETURN(std::vector<int64_t> inputs, node.Ints("_blocked_inputs"));
   ASSIGN_OR_RETURN(std::vector<int64_t> outputs, node.Ints("_blocked_outputs"));
+  ASSIGN_OR_RETURN(int64_t channels_last, node.Int("_channels_last", 0));
+  layouts.channels_last = channels_last != 0;
   for (int64_t i : inputs) {
     if (i < 0 || i >= static_cast<int64_t>(layouts.inputs.size())) {
       return Status::InvalidArgument(node.Describe() + ": _blocked_inputs names a missing input");
@@ -107,7 +109,8 @@ Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dn
   });
 }
 
-void ZeroChannelPadding(float* data, const Shape& shape) {
+void ZeroChannelPadding(float* data, const Shape& shape, bool channels_last) {
+  if (channels_last) return;  // NHWC has no padding
   const int64_t block = ChannelBlock();
   const int64_t channels = shape[1], tail = channels % block;
   if (tail == 0) return;
@@ -127,7 +130,8 @@ Status RunViaPlain(Kernel& plain_kernel, const Layouts& layouts, std::span<const
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!layouts.input(i) || inputs[i] == nullptr) continue;
     const Shape& shape = inputs[i]->shape;
-    RETURN_IF_ERROR(ReorderTensor(*inputs[i], BlockedDesc(shape), PlainDesc(ToDims(shape)), &plain_inputs[i]));
+    RETURN_IF_ERROR(ReorderTensor(*inputs[i], BlockedDesc(shape, layouts.channels_last), PlainDesc(ToDims(shape)),
+                                 &plain_inputs[i]));
     input_pointers[i] = &plain_inputs[i];
   }
   RETURN_IF_ERROR(plain_kernel.Run(input_pointers, outputs));
@@ -138,7 +142,7 @@ Status RunViaPlain(Kernel& plain_kernel, const Layouts& layouts, std::span<const
       return Status::Internal("a blocked output must be a 4-D FP32 tensor, got " + ShapeToString(out.shape));
     }
     Tensor blocked;
-    RETURN_IF_ERROR(ReorderTensor(out, PlainDesc(ToDims(out.shape)), BlockedDesc(out.shape), &blocked));
+    RETURN_IF_ERROR(ReorderTensor(out, PlainDesc(ToDims(out.shape)), BlockedDesc(out.shape, layouts.channels_last), &blocked));
     out = std::move(blocked);
   }
   return Status::Ok();
@@ -153,7 +157,7 @@ namespace {
 // puts one at each edge of a blocked chain.
 class ReorderKernel final : public Kernel {
  public:
-  explicit ReorderKernel(bool to_blocked) : to_blocked_(to_blocked) {}
+  ReorderKernel(bool to_blocked, bool channels_last) : to_blocked_(to_blocked), channels_last_(channels_last) {}
   std::string Implementation() const override { return "onednn:reorder"; }
   Status Run(std::span<const Tensor* const> in, std::span<Tensor> out) override {
     RETURN_IF_ERROR(RequireInputs(in, 1, "Reorder"));
@@ -162,7 +166,7 @@ class ReorderKernel final : public Kernel {
       return Status::Internal("Reorder: a blocked layout needs a 4-D FP32 tensor, got " + ShapeToString(x.shape));
     }
     const dnnl::memory::desc plain = dnnl_kernels::PlainDesc(dnnl_kernels::ToDims(x.shape));
-    const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape);
+    const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape, channels_last_);
     const dnnl::memory::desc& from = to_blocked_ ? plain : blocked;
     const dnnl::memory::desc& to = to_blocked_ ? blocked : plain;
     const dnnl::reorder* reorder = nullptr;
@@ -176,6 +180,7 @@ class ReorderKernel final : public Kernel {
 
  private:
   bool to_blocked_;
+  bool channels_last_;
   // One primitive per input shape, dropped with the shape sets that used it, as the other kernels
   // keep theirs: making one took longer than running it at the small shapes at the end of a network.
   dnnl_kernels::PrimitiveMap<dnnl::reorder, Shape> reorders_;
@@ -187,7 +192,8 @@ void RegisterDnnlLayoutKernels(KernelRegistry* r) {
   r->Register("inferd.Reorder", 1, [](const Node& node, int) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::string to, node.String("to", ""));
     if (to != "blocked" && to != "plain") return Status::InvalidArgument(node.Describe() + ": 'to' must be blocked or plain");
-    return std::unique_ptr<Kernel>(std::make_unique<ReorderKernel>(to == "blocked"));
+    ASSIGN_OR_RETURN(int64_t channels_last, node.Int("_channels_last", 0));
+    return std::unique_ptr<Kernel>(std::make_unique<ReorderKernel>(to == "blocked", channels_last != 0));
   });
 }
 

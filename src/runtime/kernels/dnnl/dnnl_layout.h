@@ -1,5 +1,7 @@
 // Blocked activation layouts. oneDNN's fast convolutions read and write 4-D activations with the
-// channels in blocks of 8 (AVX2) or 16 (AVX-512): nChw8c / nChw16c. The layout propagation pass
+// channels in blocks of 8 (AVX2) or 16 (AVX-512): nChw8c / nChw16c. Its int8 convolutions want
+// the channels last (NHWC) instead: in a graph with int8 convolutions the pass marks its nodes
+// `_channels_last`, and "blocked" then means NHWC for them (no padding). The layout propagation pass
 // (passes/layout_propagation.cc) keeps a value in that layout between the ops that can read it, so
 // reorders happen only at the edges of such a chain.
 //
@@ -9,6 +11,7 @@
 // on the node by the pass:
 //   _blocked_inputs  ints: indices of inputs in the blocked layout
 //   _blocked_outputs ints: indices of outputs to produce in the blocked layout
+//   _channels_last   int:  1 when the blocked layout is NHWC
 #pragma once
 
 #include <string>
@@ -21,9 +24,9 @@ namespace inferd::runtime::dnnl_kernels {
 // The channel block oneDNN's convolutions prefer on this CPU (asked once from oneDNN itself).
 int64_t ChannelBlock();
 
-// nChw{block}c for a 4-D shape.
-dnnl::memory::desc BlockedDesc(const Shape& shape);
-dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked);
+// nChw{block}c for a 4-D shape, or NHWC with `channels_last`.
+dnnl::memory::desc BlockedDesc(const Shape& shape, bool channels_last = false);
+dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_last = false);
 
 // A layout's name for a tuning key: its strides and inner blocks (shape-specific; "16@1,16@0" is
 // OIhw16i16o's blocks), or the kind of a non-blocked format.
@@ -32,9 +35,14 @@ std::string LayoutName(const dnnl::memory::desc& desc);
 // Which of a node's inputs and outputs are blocked.
 struct Layouts {
   std::vector<bool> inputs, outputs;
+  bool channels_last = false;  // blocked means NHWC on this node
   bool input(size_t i) const { return i < inputs.size() && inputs[i]; }
   bool output(size_t i) const { return i < outputs.size() && outputs[i]; }
   bool any() const;
+  // Blocked in nChw{block}c: the layout our own SIMD loops (Winograd, depthwise, 1x1, pooling) read.
+  bool channel_blocked_input(size_t i) const { return input(i) && !channels_last; }
+  bool channel_blocked_output(size_t i) const { return output(i) && !channels_last; }
+  dnnl::memory::desc Desc(const Shape& shape, bool blocked) const { return LayoutDesc(shape, blocked, channels_last); }
 };
 StatusOr<Layouts> ReadLayouts(const Node& node);
 
@@ -49,7 +57,7 @@ Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dn
 
 // Zeroes the padded channels of a blocked buffer, after an op that computed on them as if they
 // were data (an element-wise op run over the whole buffer makes them f(0)).
-void ZeroChannelPadding(float* data, const Shape& shape);
+void ZeroChannelPadding(float* data, const Shape& shape, bool channels_last = false);
 
 // Runs a kernel that only knows plain layouts on a node with blocked inputs or outputs: blocked
 // inputs are reordered to plain first, blocked outputs reordered from plain after. The safety net

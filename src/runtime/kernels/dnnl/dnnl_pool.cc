@@ -110,8 +110,8 @@ class DnnlPool final : public Kernel {
     plan->out_shape.insert(plan->out_shape.end(), out_spatial.begin(), out_spatial.end());
     const bool blocked = layouts_.input(0);
     if (blocked != layouts_.output(0) || (blocked && x_shape.size() != 4)) return Status::Ok();
-    plan->src_desc = LayoutDesc(x_shape, blocked);
-    plan->dst_desc = LayoutDesc(plan->out_shape, blocked);
+    plan->src_desc = layouts_.Desc(x_shape, blocked);
+    plan->dst_desc = layouts_.Desc(plan->out_shape, blocked);
     dnnl::algorithm algorithm = dnnl::algorithm::pooling_max;
     if (kind_ == PoolKind::kAverage || kind_ == PoolKind::kGlobalAverage) {
       algorithm = count_include_pad_ ? dnnl::algorithm::pooling_avg_include_padding
@@ -123,7 +123,7 @@ class DnnlPool final : public Kernel {
         OwnScratchpad(), Engine());
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::pooling_forward(pd);
-    if (global && x_shape.size() == 4) {
+    if (global && x_shape.size() == 4 && !layouts_.channels_last) {  // our loop reads nChw{block}c or plain
       plan->own = simd::GlobalPoolShape{.batch = x_shape[0], .channels = x_shape[1],
                                         .pixels = x_shape[2] * x_shape[3], .block = blocked ? ChannelBlock() : 1};
       plan->tuning_key = std::string(kind_ == PoolKind::kGlobalMax ? "GlobalMaxPool" : "GlobalAveragePool") +

@@ -1,0 +1,188 @@
+// QDQ models (onnx/qdq_writer.h, or ONNX Runtime's quantiser) spell an int8 convolution as
+//   x -> QuantizeLinear(s, z) -> DequantizeLinear(s, z) -> Conv <- DequantizeLinear(int8 W, w_scale)
+//                                                            ^-- DequantizeLinear(int32 B) or fp32 B
+// FuseQdqConv makes that one Conv that reads x, the int8 W and a bias in the int32 sums' units, and
+// runs in int8 (kernels/int8_attributes.h). Its result is the QDQ graph's up to the order of the
+// fp32 additions: x is rounded and saturated as QuantizeLinear would.
+//
+// Fused only where the kernel is exact: activation zero point 0 (uint8 after Relu, int8
+// otherwise), symmetric weights (zero points 0) per tensor or per output channel. Other QDQ graphs
+// run as written, on the reference QuantizeLinear/DequantizeLinear and an fp32 Conv.
+#include <cmath>
+
+#include "runtime/kernels/int8_attributes.h"
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/passes/graph_edit.h"
+#include "runtime/passes/optimizer.h"
+
+namespace inferd::runtime {
+namespace {
+
+bool IsOp(const Node& node, std::string_view op) { return node.op_type == op && IsDefaultDomain(node); }
+
+// A constant zero point that is all zeros (absent counts: ONNX's default is uint8 0); its type says
+// whether the quantised values are signed.
+bool ZeroPointIsZero(const Graph& graph, const Node& node, bool* is_signed) {
+  *is_signed = false;
+  if (!node.HasInput(2)) return true;
+  const Tensor* zp = ConstantOf(graph, node.inputs[2]);
+  if (zp == nullptr) return false;
+  if (zp->dtype == DataType::kInt8) {
+    *is_signed = true;
+    for (int8_t v : zp->values<int8_t>()) {
+      if (v != 0) return false;
+    }
+    return true;
+  }
+  if (zp->dtype == DataType::kUint8) {
+    for (uint8_t v : zp->values<uint8_t>()) {
+      if (v != 0) return false;
+    }
+    return true;
+  }
+  if (zp->dtype == DataType::kInt32) {
+    for (int32_t v : zp->values<int32_t>()) {
+      if (v != 0) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+std::optional<std::vector<float>> ScalesOf(const Graph& graph, ValueId id) {
+  const Tensor* t = ConstantOf(graph, id);
+  if (t == nullptr || t->dtype != DataType::kFp32 || t->shape.size() > 1) return std::nullopt;
+  std::vector<float> scales(t->values<float>().begin(), t->values<float>().end());
+  for (float s : scales) {
+    if (!(s > 0) || !std::isfinite(s)) return std::nullopt;
+  }
+  return scales;
+}
+
+// The activation side: Conv input <- DequantizeLinear <- QuantizeLinear(x) with the same scale and
+// zero point. Returns x and the quantisation, or nullopt.
+struct QuantizedInput {
+  ValueId x = kNoValue;
+  float scale = 1;
+  bool is_signed = false;
+};
+std::optional<QuantizedInput> MatchInput(const Graph& graph, const std::vector<int>& producers, ValueId value) {
+  if (value == kNoValue || producers[value] < 0) return std::nullopt;
+  const Node& dq = graph.nodes[producers[value]];
+  if (!IsOp(dq, "DequantizeLinear") || !dq.HasInput(0) || !dq.HasInput(1) || producers[dq.inputs[0]] < 0) return std::nullopt;
+  const Node& q = graph.nodes[producers[dq.inputs[0]]];
+  if (!IsOp(q, "QuantizeLinear") || !q.HasInput(0) || !q.HasInput(1)) return std::nullopt;
+  const auto dq_scale = ScalesOf(graph, dq.inputs[1]), q_scale = ScalesOf(graph, q.inputs[1]);
+  bool dq_signed = false, q_signed = false;
+  if (!dq_scale || !q_scale || dq_scale->size() != 1 || *dq_scale != *q_scale ||
+      !ZeroPointIsZero(graph, dq, &dq_signed) || !ZeroPointIsZero(graph, q, &q_signed) || dq_signed != q_signed) {
+    return std::nullopt;
+  }
+  // Intermediate types may be known only after shape inference; the kernel checks FP32 at run time.
+  const DataType x_type = graph.value(q.inputs[0]).dtype;
+  if (x_type != DataType::kFp32 && x_type != DataType::kInvalid) return std::nullopt;
+  return QuantizedInput{.x = q.inputs[0], .scale = (*q_scale)[0], .is_signed = q_signed};
+}
+
+// The weights side: DequantizeLinear(constant int8 W, scales per tensor or along `channel_axis`).
+struct QuantizedWeights {
+  ValueId w = kNoValue;
+  std::vector<float> scales;
+};
+std::optional<QuantizedWeights> MatchWeights(const Graph& graph, const std::vector<int>& producers, ValueId value,
+                                             int channel_axis) {
+  if (value == kNoValue || producers[value] < 0) return std::nullopt;
+  const Node& dq = graph.nodes[producers[value]];
+  if (!IsOp(dq, "DequantizeLinear") || !dq.HasInput(0) || !dq.HasInput(1)) return std::nullopt;
+  const Tensor* w = ConstantOf(graph, dq.inputs[0]);
+  const auto scales = ScalesOf(graph, dq.inputs[1]);
+  bool is_signed = false;
+  if (w == nullptr || w->dtype != DataType::kInt8 || !scales || !ZeroPointIsZero(graph, dq, &is_signed)) return std::nullopt;
+  if (scales->size() > 1) {
+    const auto rank = static_cast<int64_t>(w->shape.size());
+    int64_t axis = dq.Int("axis", 1).value_or(1);
+    if (axis < 0) axis += rank;
+    if (axis != channel_axis || w->shape[static_cast<size_t>(axis)] != static_cast<int64_t>(scales->size())) {
+      return std::nullopt;
+    }
+  }
+  return QuantizedWeights{.w = dq.inputs[0], .scales = *scales};
+}
+
+// The bias in the int32 sums' units: bias[c] / (x_scale * w_scale[c]), from an fp32 constant or a
+// DequantizeLinear of a constant int32.
+std::optional<Tensor> BiasInSumUnits(const Graph& graph, const std::vector<int>& producers, ValueId value,
+                                     int64_t channels, const Int8Params& params) {
+  std::vector<double> real(static_cast<size_t>(channels));
+  if (const Tensor* b = ConstantOf(graph, value); b != nullptr) {
+    if (b->dtype != DataType::kFp32 || ElementsOf(*b) != channels) return std::nullopt;
+    for (int64_t c = 0; c < channels; ++c) real[c] = b->values<float>()[c];
+  } else {
+    if (producers[value] < 0) return std::nullopt;
+    const Node& dq = graph.nodes[producers[value]];
+    if (!IsOp(dq, "DequantizeLinear") || !dq.HasInput(1)) return std::nullopt;
+    const Tensor* q = ConstantOf(graph, dq.inputs[0]);
+    const auto scales = ScalesOf(graph, dq.inputs[1]);
+    bool is_signed = false;
+    if (q == nullptr || q->dtype != DataType::kInt32 || ElementsOf(*q) != channels || !scales ||
+        (scales->size() != 1 && static_cast<int64_t>(scales->size()) != channels) ||
+        !ZeroPointIsZero(graph, dq, &is_signed)) {
+      return std::nullopt;
+    }
+    for (int64_t c = 0; c < channels; ++c) real[c] = static_cast<double>(q->values<int32_t>()[c]) * (*scales)[scales->size() == 1 ? 0 : c];
+  }
+  Tensor bias;
+  float* out = AllocateOutputAs<float>(&bias, DataType::kFp32, {channels}).value();
+  for (int64_t c = 0; c < channels; ++c) {
+    const double w_scale = params.w_scales[params.w_scales.size() == 1 ? 0 : c];
+    out[c] = static_cast<float>(real[c] / (static_cast<double>(params.x_scale) * w_scale));
+  }
+  return bias;
+}
+
+ValueId AddConstant(Graph* graph, const std::string& name, Tensor tensor) {
+  tensor.name = name;
+  std::vector<Dim> dims;
+  for (int64_t d : tensor.shape) dims.push_back({.value = d});
+  const ValueId id = graph->AddValue({.name = name, .dtype = tensor.dtype, .shape = std::move(dims)});
+  graph->initializers[id] = std::move(tensor);
+  return id;
+}
+
+void SetInt8Attributes(const Int8Params& params, Node* node) {
+  node->attributes[kInt8InputScale] = Attribute{.kind = Attribute::Kind::kFloat, .f = params.x_scale};
+  node->attributes[kInt8InputSigned] = Attribute{.kind = Attribute::Kind::kInt, .i = params.x_signed ? 1 : 0};
+  node->attributes[kInt8WeightScales] = Attribute{.kind = Attribute::Kind::kFloats, .floats = params.w_scales};
+}
+
+}  // namespace
+
+StatusOr<int> FuseQdqConv(Graph* graph) {
+  const auto producers = ProducersOf(*graph);
+  int rewrites = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& conv = graph->nodes[n];
+    if (!IsOp(conv, "Conv") || conv.inputs.size() < 2 || conv.Has(kInt8InputScale)) continue;
+    const auto input = MatchInput(*graph, producers, conv.inputs[0]);
+    const auto weights = input ? MatchWeights(*graph, producers, conv.inputs[1], 0) : std::nullopt;
+    if (!weights) continue;
+    const Tensor& w = graph->initializers.at(weights->w);
+    if (w.shape.size() < 3 || w.shape.size() > 5) continue;
+    const Int8Params params{.x_scale = input->scale, .x_signed = input->is_signed, .w_scales = weights->scales};
+    std::optional<Tensor> bias;
+    if (conv.HasInput(2)) {
+      bias = BiasInSumUnits(*graph, producers, conv.inputs[2], w.shape[0], params);
+      if (!bias) continue;
+    }
+    Node fused = conv;
+    fused.inputs = {input->x, weights->w};
+    if (bias) fused.inputs.push_back(AddConstant(graph, conv.name + "/int8_bias_" + std::to_string(n), std::move(*bias)));
+    SetInt8Attributes(params, &fused);
+    graph->nodes[n] = std::move(fused);
+    ++rewrites;
+  }
+  if (rewrites > 0) EraseDeadNodes(graph);
+  return rewrites;
+}
+
+}  // namespace inferd::runtime

@@ -1,0 +1,31 @@
+// `inferd quantize MODEL.onnx --calibration DIR --method entropy|percentile|minmax --out OUT.onnx`:
+// post-training static quantisation into a QDQ model (runtime/quantization/quantize_model.h).
+//
+// The calibration set is a folder of .npy files. A model with one input reads each file as one
+// batch of it (a file without the batch dim is one sample). A model with several inputs reads each
+// subfolder as one batch, holding INPUT_NAME.npy for every input.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace inferd {
+
+struct QuantizeFlags {
+  std::string model;
+  std::string calibration_dir;
+  std::string method = "entropy";
+  double percentile = 99.999;
+  std::string out;  // default: MODEL.int8.onnx next to the model
+  size_t max_batches = 0;  // 0: all
+  int threads = 0;
+  bool verbose = false;
+};
+
+void AddQuantizeFlags(CLI::App* command, QuantizeFlags* flags);
+int RunQuantize(const QuantizeFlags& flags);
+
+}  // namespace inferd
