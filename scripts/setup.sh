@@ -28,16 +28,16 @@ PACKAGES=(
   python3-onnx python3-numpy          # ONNX models built by tests and examples/onnx/make_models.py
   python3-torch python3-torchvision   # models/make_real_models.py: real models and their references
   python3-pil                         # the image pipeline's reference (tests/e2e/test_image_pipeline.py)
+  python3-sklearn                     # its bundled digits data trains the int8 accuracy check's CNN (tests/e2e/test_int8.py)
   prometheus                          # promtool: exposition-format and rule tests (tests/e2e/test_metrics.py, CTest prometheus_rules)
   chromium                            # headless, the status page's test (tests/e2e/test_dashboard.py)
 )
 # Benchmarks only (`scripts/setup.sh --bench`): the load generators (wrk; h2load from
 # nghttp2-client, which speaks HTTP/2 and so gRPC) and the reference server, Node.js for ONNX
-# Runtime (npm onnxruntime-node, installed by bench/engine_bench.py), and scikit-learn.
+# Runtime (npm onnxruntime-node, installed by bench/engine_bench.py).
 if [ "${1:-}" = "--bench" ]; then
   PACKAGES+=(nginx-light wrk nghttp2-client)
   PACKAGES+=(prometheus-cpp-dev libbenchmark-dev)  # bench/metrics: our registry against prometheus-cpp's
-  PACKAGES+=(python3-sklearn)  # its bundled digits data set trains the cascade's classifiers (bench/router_bench.py)
   command -v npm >/dev/null || PACKAGES+=(nodejs npm)
 fi
 

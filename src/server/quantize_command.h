@@ -17,7 +17,7 @@ namespace inferd {
 struct QuantizeFlags {
   std::string model;
   std::string calibration_dir;
-  std::string method = "entropy";
+  std::string method = "percentile";
   double percentile = 99.999;
   std::string out;  // default: MODEL.int8.onnx next to the model
   size_t max_batches = 0;  // 0: all

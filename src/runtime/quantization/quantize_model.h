@@ -17,7 +17,7 @@
 namespace inferd::runtime {
 
 struct QuantizeOptions {
-  CalibrationMethod method = CalibrationMethod::kEntropy;
+  CalibrationMethod method = CalibrationMethod::kPercentile;
   double percentile = 99.999;  // for CalibrationMethod::kPercentile
   int threads = 0;             // intra-op threads for the calibration runs (0: all)
   // After each calibration batch, with how many are done (a progress bar).

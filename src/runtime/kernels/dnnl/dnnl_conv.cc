@@ -96,7 +96,7 @@ class DnnlConv final : public Kernel {
         if (!weights_form_->simd) simd_weights_ = {};
       }
       Candidate& chosen = plan->candidates[plan->chosen];
-      last_ = chosen.simd ? chosen.implementation : "onednn:" + chosen.implementation;
+      last_ = chosen.simd ? chosen.implementation : "onednn:" + chosen.implementation + (int8_ ? " (int8)" : "");
       return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }

@@ -1,0 +1,210 @@
+// INT8: the calibration's range choices, and QDQ convolutions fused into oneDNN int8 kernels that
+// compute what the QDQ graph says (run literally on the reference kernels).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "runtime/kernels/tensor_util.h"
+#include "runtime/quantization/range_calibrator.h"
+#include "runtime/session.h"
+#include "runtime_test_util.h"
+
+namespace inferd::runtime {
+namespace {
+
+using namespace testing_util;
+
+TEST(CalibrationTest, MethodNamesAreParsedStrictly) {
+  EXPECT_EQ(ParseCalibrationMethod("entropy").value(), CalibrationMethod::kEntropy);
+  EXPECT_EQ(ParseCalibrationMethod("percentile").value(), CalibrationMethod::kPercentile);
+  EXPECT_EQ(ParseCalibrationMethod("minmax").value(), CalibrationMethod::kMinMax);
+  EXPECT_FALSE(ParseCalibrationMethod("kl").ok());
+  EXPECT_FALSE(ParseCalibrationMethod("MinMax").ok());
+}
+
+TEST(CalibrationTest, MinMaxKeepsEverythingAndSignIsSeen) {
+  RangeCollector range;
+  const std::vector<float> values{-3.f, 1.f, 2.f, NAN};
+  range.Add(values);
+  EXPECT_FLOAT_EQ(range.Threshold(CalibrationMethod::kMinMax, 127), 3.f);
+  EXPECT_FALSE(range.never_negative());
+  RangeCollector relu;
+  relu.Add(std::vector<float>{0.f, 0.5f, 4.f});
+  EXPECT_TRUE(relu.never_negative());
+  EXPECT_FLOAT_EQ(relu.Threshold(CalibrationMethod::kMinMax, 255), 4.f);
+}
+
+// 10,000 values in [0, 1) and one outlier at 1000: minmax keeps the outlier, the others do not.
+// Entropy's cut cannot go below its quantised levels (256 of the 2048 bins: 125 here), which is
+// why a lone extreme outlier is percentile's case.
+TEST(CalibrationTest, PercentileAndEntropyClipARareOutlier) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(0, 1);
+  std::vector<float> values(10000);
+  for (float& v : values) v = uniform(rng);
+  values[123] = 1000.f;
+  RangeCollector range;
+  range.Add(values);
+  EXPECT_FLOAT_EQ(range.Threshold(CalibrationMethod::kMinMax, 255), 1000.f);
+  const float percentile = range.Threshold(CalibrationMethod::kPercentile, 255, 99.9);
+  EXPECT_GT(percentile, 0.9f);
+  EXPECT_LT(percentile, 2.f);
+  const float entropy = range.Threshold(CalibrationMethod::kEntropy, 255);
+  EXPECT_LT(entropy, 0.2f * 1000.f);
+  EXPECT_GT(entropy, 0.5f);
+}
+
+// A Gaussian with a few far outliers: entropy cuts near the Gaussian's own extent, far below them.
+TEST(CalibrationTest, EntropyOnAGaussianIgnoresFarOutliers) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0, 1);
+  RangeCollector range;
+  for (int batch = 0; batch < 4; ++batch) {
+    std::vector<float> values(50000);
+    for (float& v : values) v = normal(rng);
+    values[batch] = batch % 2 ? 50.f : -50.f;
+    range.Add(values);
+  }
+  EXPECT_FLOAT_EQ(range.Threshold(CalibrationMethod::kMinMax, 127), 50.f);
+  const float entropy = range.Threshold(CalibrationMethod::kEntropy, 127);
+  EXPECT_GT(entropy, 2.f);
+  EXPECT_LT(entropy, 10.f);
+}
+
+// A later batch with a wider range re-bins the earlier counts instead of losing them.
+TEST(CalibrationTest, AWiderBatchKeepsTheEarlierCounts) {
+  RangeCollector range;
+  range.Add(std::vector<float>(1000, 0.5f));
+  range.Add(std::vector<float>(1000, 99.f));
+  EXPECT_LT(range.Threshold(CalibrationMethod::kPercentile, 255, 40), 1.f);  // 40% of the mass is at 0.5
+  EXPECT_GT(range.Threshold(CalibrationMethod::kPercentile, 255, 60), 98.f);
+}
+
+Tensor Int8(const Shape& shape, uint32_t seed) {
+  Tensor t;
+  int8_t* data = AllocateOutputAs<int8_t>(&t, DataType::kInt8, shape).value();
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(-127, 127);
+  for (int64_t i = 0; i < ElementsOf(t); ++i) data[i] = static_cast<int8_t>(dist(rng));
+  return t;
+}
+
+template <typename T>
+Tensor Filled(DataType type, const Shape& shape, std::vector<T> values) {
+  Tensor t;
+  T* data = AllocateOutputAs<T>(&t, type, shape).value();
+  std::copy(values.begin(), values.end(), data);
+  return t;
+}
+
+Tensor Scalar(float v) { return Filled<float>(DataType::kFp32, {}, {v}); }
+
+// Adds x_name -> QuantizeLinear -> DequantizeLinear -> x_name + "_dq" with scale `scale` and a
+// zero point of `zero_point` (uint8, or int8 when `is_signed`).
+void QuantizeDequantize(GraphBuilder& b, const std::string& x, float scale, bool is_signed, int zero_point = 0) {
+  b.Constant(x + "_s", Scalar(scale));
+  b.Constant(x + "_z", is_signed ? Filled<int8_t>(DataType::kInt8, {}, {static_cast<int8_t>(zero_point)})
+                                 : Filled<uint8_t>(DataType::kUint8, {}, {static_cast<uint8_t>(zero_point)}));
+  b.Op("QuantizeLinear", {x, x + "_s", x + "_z"}, {x + "_q"});
+  b.Op("DequantizeLinear", {x + "_q", x + "_s", x + "_z"}, {x + "_dq"});
+}
+
+// A weight `w` as int8 through DequantizeLinear (per output channel when `per_channel`).
+void Weight(GraphBuilder& b, const std::string& w, const Shape& shape, bool per_channel, uint32_t seed) {
+  b.Constant(w + "_q", Int8(shape, seed));
+  std::vector<float> scales(per_channel ? static_cast<size_t>(shape[0]) : 1);
+  for (size_t c = 0; c < scales.size(); ++c) scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
+  b.Constant(w + "_s", per_channel ? Filled<float>(DataType::kFp32, {shape[0]}, scales) : Scalar(scales[0]));
+  b.Op("DequantizeLinear", {w + "_q", w + "_s"}, {w}, {{"axis", Int(0)}});
+}
+
+// x (signed) -> Conv 3x3 16->32 + fp32 bias, Relu -> Conv 1x1 32->32 + int32 bias -> + a1 (residual)
+// -> Conv 3x3 stride 2 32->8 -> y: every activation and weight through QDQ.
+Graph QdqConvolutions(int first_zero_point = 0) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true, first_zero_point);
+  Weight(b, "w1", {32, 16, 3, 3}, true, 1);
+  b.Constant("b1", Random({32}, 2, -0.2f, 0.2f));
+  b.Op("Conv", {"x_dq", "w1", "b1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}}).Op("Relu", {"c1"}, {"a1"});
+  QuantizeDequantize(b, "a1", 0.004f, false);
+  Weight(b, "w2", {32, 32, 1, 1}, false, 3);
+  b.Constant("b2_q", Filled<int32_t>(DataType::kInt32, {32}, std::vector<int32_t>(32, 700)));
+  b.Constant("b2_s", Scalar(0.004f * 0.002f));
+  b.Op("DequantizeLinear", {"b2_q", "b2_s"}, {"b2"});
+  b.Op("Conv", {"a1_dq", "w2", "b2"}, {"c2"}).Op("Add", {"c2", "a1"}, {"r"});
+  QuantizeDequantize(b, "r", 0.006f, false);
+  Weight(b, "w3", {8, 32, 3, 3}, true, 4);
+  b.Op("Conv", {"r_dq", "w3"}, {"y"}, {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}}).Output("y");
+  return b.graph();
+}
+
+struct Outputs {
+  Tensor fused, reference;
+  std::vector<std::string> conv_implementations;
+  int fusions = 0;
+};
+
+Outputs RunBothWays(const Graph& graph) {
+  const Tensor x = Random({2, 16, 10, 10}, 5);
+  Outputs result;
+  auto fused = Session::FromGraph(graph, {.tune = TuneMode::kOff});
+  EXPECT_TRUE(fused.ok()) << fused.status().ToString();
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  EXPECT_TRUE(reference.ok()) << reference.status().ToString();
+  if (!fused.ok() || !reference.ok()) return result;
+  std::vector<Tensor> inputs{x}, out_fused, out_reference;
+  Status run = (*fused)->Run(inputs, &out_fused);
+  EXPECT_TRUE(run.ok()) << run.ToString();
+  EXPECT_TRUE((*reference)->Run(inputs, &out_reference).ok());
+  if (out_fused.empty() || out_reference.empty()) return result;
+  result.fused = out_fused[0];
+  result.reference = out_reference[0];
+  const Graph& optimized = (*fused)->graph();
+  for (size_t i = 0; i < optimized.nodes.size(); ++i) {
+    if (optimized.nodes[i].op_type == "Conv") result.conv_implementations.push_back((*fused)->kernel(i).Implementation());
+  }
+  for (const auto& [pass, count] : (*fused)->optimization().rewrites) {
+    if (pass == "fuse_qdq_conv") result.fusions = count;
+  }
+  return result;
+}
+
+// The largest difference, in units of the reference's largest magnitude.
+float RelativeError(const Tensor& actual, const Tensor& expected) {
+  float diff = 0, scale = 0;
+  for (int64_t i = 0; i < ElementsOf(expected); ++i) {
+    diff = std::max(diff, std::fabs(actual.values<float>()[i] - expected.values<float>()[i]));
+    scale = std::max(scale, std::fabs(expected.values<float>()[i]));
+  }
+  return diff / scale;
+}
+
+TEST(Int8Test, FusedQdqConvolutionsRunInInt8AndMatchTheQdqGraph) {
+  const Outputs out = RunBothWays(QdqConvolutions());
+  ASSERT_EQ(out.fused.shape, (Shape{2, 8, 5, 5}));
+  EXPECT_EQ(out.fusions, 3);
+  ASSERT_EQ(out.conv_implementations.size(), 3u);
+  for (const std::string& implementation : out.conv_implementations) {
+    EXPECT_NE(implementation.find("int8"), std::string::npos) << implementation;
+  }
+  // Equal up to the order of fp32 additions, which may move a value across a rounding boundary
+  // of the next quantisation: one step of that layer's scale, not more.
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
+// A zero point the int8 kernels cannot take stays a QDQ graph run as written.
+TEST(Int8Test, ANonZeroActivationZeroPointRunsAsWritten) {
+  const Outputs out = RunBothWays(QdqConvolutions(/*first_zero_point=*/3));
+  EXPECT_EQ(out.fusions, 2);  // the other two
+  ASSERT_EQ(out.conv_implementations.size(), 3u);
+  EXPECT_EQ(std::count_if(out.conv_implementations.begin(), out.conv_implementations.end(),
+                          [](const std::string& s) { return s.find("int8") != std::string::npos; }),
+            2);
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
+}  // namespace
+}  // namespace inferd::runtime
