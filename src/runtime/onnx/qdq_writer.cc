@@ -27,6 +27,18 @@ int DefaultOpset(const onnx::ModelProto& model) {
   return 0;
 }
 
+// The initializers by name, and the names exporters give them through Identity nodes (PyTorch's
+// exporter writes one initializer for equal constants and an Identity for each other use).
+std::map<std::string, const onnx::TensorProto*> ConstantsByName(const onnx::GraphProto& graph) {
+  std::map<std::string, const onnx::TensorProto*> constants;
+  for (const auto& t : graph.initializer()) constants[t.name()] = &t;
+  for (const auto& node : graph.node()) {
+    if (node.op_type() != "Identity" || node.input_size() != 1 || node.output_size() != 1) continue;
+    if (auto it = constants.find(node.input(0)); it != constants.end()) constants[node.output(0)] = it->second;
+  }
+  return constants;
+}
+
 // Every name a node of `graph` (or of its subgraphs) reads.
 void CollectReadNames(const onnx::GraphProto& graph, std::set<std::string>* names) {
   for (const auto& node : graph.node()) {
@@ -71,9 +83,9 @@ class QdqBuilder {
   QdqBuilder(onnx::GraphProto* graph, std::filesystem::path base_dir) : graph_(graph), base_dir_(std::move(base_dir)) {
     for (const auto& t : graph->initializer()) {
       taken_.insert(t.name());
-      initializers_[t.name()] = &t;
       original_initializers_.insert(t.name());
     }
+    initializers_ = ConstantsByName(*graph);
     for (const auto& v : graph->input()) taken_.insert(v.name());
     for (const auto& node : graph->node()) {
       for (const auto& o : node.output()) taken_.insert(o);
@@ -166,9 +178,20 @@ class QdqBuilder {
     return dequantized;
   }
 
-  // Drops the fp32 initializers (and their graph inputs, in old models) nothing reads any more.
+  // Drops the fp32 initializers (and their graph inputs, in old models) nothing reads any more,
+  // and the Identity nodes that named them for a quantised node.
   void DropUnread() {
     std::set<std::string> read;
+    CollectReadNames(*graph_, &read);
+    auto* nodes = graph_->mutable_node();
+    for (int i = nodes->size() - 1; i >= 0; --i) {
+      const onnx::NodeProto& node = nodes->Get(i);
+      if (node.op_type() == "Identity" && node.output_size() == 1 && !read.count(node.output(0)) &&
+          original_initializers_.count(node.input(0))) {
+        nodes->DeleteSubrange(i, 1);
+      }
+    }
+    read.clear();
     CollectReadNames(*graph_, &read);
     auto* initializers = graph_->mutable_initializer();
     for (int i = initializers->size() - 1; i >= 0; --i) {
@@ -230,8 +253,7 @@ class QdqBuilder {
 
 std::vector<QuantizableNode> FindQuantizableNodes(const onnx::ModelProto& model) {
   const onnx::GraphProto& graph = model.graph();
-  std::map<std::string, const onnx::TensorProto*> constants;
-  for (const auto& t : graph.initializer()) constants[t.name()] = &t;
+  const std::map<std::string, const onnx::TensorProto*> constants = ConstantsByName(graph);
   auto float_constant = [&](const std::string& name, int rank_at_least, int rank_at_most) {
     auto it = constants.find(name);
     return it != constants.end() && it->second->data_type() == onnx::TensorProto::FLOAT &&

@@ -14,15 +14,6 @@ bool IsFp32Vector(const Tensor* t, int64_t size) {
   return t != nullptr && t->dtype == DataType::kFp32 && ElementsOf(*t) == size;
 }
 
-ValueId AddInitializer(Graph* graph, const std::string& name, Tensor tensor) {
-  tensor.name = name;
-  std::vector<Dim> dims;
-  for (int64_t d : tensor.shape) dims.push_back({.value = d});
-  ValueId id = graph->AddValue({.name = name, .dtype = tensor.dtype, .shape = std::move(dims)});
-  graph->initializers[id] = std::move(tensor);
-  return id;
-}
-
 }  // namespace
 
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph) {

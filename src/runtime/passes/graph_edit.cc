@@ -123,4 +123,13 @@ std::map<std::string, int> CountOps(const Graph& graph) {
   return counts;
 }
 
+ValueId AddInitializer(Graph* graph, const std::string& name, Tensor tensor) {
+  tensor.name = name;
+  std::vector<Dim> dims;
+  for (int64_t d : tensor.shape) dims.push_back({.value = d});
+  const ValueId id = graph->AddValue({.name = name, .dtype = tensor.dtype, .shape = std::move(dims)});
+  graph->initializers[id] = std::move(tensor);
+  return id;
+}
+
 }  // namespace inferd::runtime

@@ -15,6 +15,8 @@ std::vector<int> ProducersOf(const Graph& graph);
 
 bool IsGraphOutput(const Graph& graph, ValueId id);
 const Tensor* ConstantOf(const Graph& graph, ValueId id);  // nullptr unless an initializer
+// A new value holding `tensor` as an initializer named `name`.
+ValueId AddInitializer(Graph* graph, const std::string& name, Tensor tensor);
 
 // Makes every reader of `from` read `to` instead.
 void ReplaceUses(Graph* graph, ValueId from, ValueId to);

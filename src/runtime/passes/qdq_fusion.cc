@@ -8,6 +8,7 @@
 // Fused only where the kernel is exact: activation zero point 0 (uint8 after Relu, int8
 // otherwise), symmetric weights (zero points 0) per tensor or per output channel. Other QDQ graphs
 // run as written, on the reference QuantizeLinear/DequantizeLinear and an fp32 Conv.
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/kernels/int8_attributes.h"
@@ -20,6 +21,12 @@ namespace {
 
 bool IsOp(const Node& node, std::string_view op) { return node.op_type == op && IsDefaultDomain(node); }
 
+template <typename T>
+bool AllZero(const Tensor& t) {
+  const auto values = t.values<T>();
+  return std::all_of(values.begin(), values.end(), [](T v) { return v == 0; });
+}
+
 // A constant zero point that is all zeros (absent counts: ONNX's default is uint8 0); its type says
 // whether the quantised values are signed.
 bool ZeroPointIsZero(const Graph& graph, const Node& node, bool* is_signed) {
@@ -27,26 +34,17 @@ bool ZeroPointIsZero(const Graph& graph, const Node& node, bool* is_signed) {
   if (!node.HasInput(2)) return true;
   const Tensor* zp = ConstantOf(graph, node.inputs[2]);
   if (zp == nullptr) return false;
-  if (zp->dtype == DataType::kInt8) {
-    *is_signed = true;
-    for (int8_t v : zp->values<int8_t>()) {
-      if (v != 0) return false;
-    }
-    return true;
+  switch (zp->dtype) {
+    case DataType::kInt8:
+      *is_signed = true;
+      return AllZero<int8_t>(*zp);
+    case DataType::kUint8:
+      return AllZero<uint8_t>(*zp);
+    case DataType::kInt32:
+      return AllZero<int32_t>(*zp);
+    default:
+      return false;
   }
-  if (zp->dtype == DataType::kUint8) {
-    for (uint8_t v : zp->values<uint8_t>()) {
-      if (v != 0) return false;
-    }
-    return true;
-  }
-  if (zp->dtype == DataType::kInt32) {
-    for (int32_t v : zp->values<int32_t>()) {
-      if (v != 0) return false;
-    }
-    return true;
-  }
-  return false;
 }
 
 std::optional<std::vector<float>> ScalesOf(const Graph& graph, ValueId id) {
@@ -140,15 +138,6 @@ std::optional<Tensor> BiasInSumUnits(const Graph& graph, const std::vector<int>&
   return bias;
 }
 
-ValueId AddConstant(Graph* graph, const std::string& name, Tensor tensor) {
-  tensor.name = name;
-  std::vector<Dim> dims;
-  for (int64_t d : tensor.shape) dims.push_back({.value = d});
-  const ValueId id = graph->AddValue({.name = name, .dtype = tensor.dtype, .shape = std::move(dims)});
-  graph->initializers[id] = std::move(tensor);
-  return id;
-}
-
 void SetInt8Attributes(const Int8Params& params, Node* node) {
   node->attributes[kInt8InputScale] = Attribute{.kind = Attribute::Kind::kFloat, .f = params.x_scale};
   node->attributes[kInt8InputSigned] = Attribute{.kind = Attribute::Kind::kInt, .i = params.x_signed ? 1 : 0};
@@ -176,7 +165,7 @@ StatusOr<int> FuseQdqConv(Graph* graph) {
     }
     Node fused = conv;
     fused.inputs = {input->x, weights->w};
-    if (bias) fused.inputs.push_back(AddConstant(graph, conv.name + "/int8_bias_" + std::to_string(n), std::move(*bias)));
+    if (bias) fused.inputs.push_back(AddInitializer(graph, conv.name + "/int8_bias_" + std::to_string(n), std::move(*bias)));
     SetInt8Attributes(params, &fused);
     graph->nodes[n] = std::move(fused);
     ++rewrites;
