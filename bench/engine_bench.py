@@ -137,7 +137,8 @@ def median_of(results):
             return result
     if not results:
         return {}
-    return {key: statistics.median(r[key] for r in results) for key in results[0]}
+    return {key: statistics.median(r[key] for r in results) for key, value in results[0].items()
+            if isinstance(value, (int, float))}  # not "precision": an even count would average strings
 
 
 def cell(result, key, fmt="{:.2f}"):
