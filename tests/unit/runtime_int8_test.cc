@@ -141,10 +141,29 @@ Graph QdqConvolutions(int first_zero_point = 0) {
   return b.graph();
 }
 
+// x -> Conv 3x3 + HardSwish -> Conv 1x1 + Relu -> Conv 3x3 -> y, each Conv the only reader of the
+// one before: the first two write their outputs quantised (int8 after HardSwish, which dips
+// below zero; uint8 after Relu) for the next.
+Graph QdqChain() {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {32, 16, 3, 3}, true, 11);
+  b.Op("Conv", {"x_dq", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}}).Op("HardSwish", {"c1"}, {"h1"});
+  QuantizeDequantize(b, "h1", 0.003f, /*is_signed=*/true);
+  Weight(b, "w2", {32, 32, 1, 1}, true, 12);
+  b.Op("Conv", {"h1_dq", "w2"}, {"c2"}).Op("Relu", {"c2"}, {"a2"});
+  QuantizeDequantize(b, "a2", 0.0005f, /*is_signed=*/false);
+  Weight(b, "w3", {8, 32, 3, 3}, true, 13);
+  b.Op("Conv", {"a2_dq", "w3"}, {"y"}, {{"pads", Ints({1, 1, 1, 1})}}).Output("y");
+  return b.graph();
+}
+
 struct Outputs {
   Tensor fused, reference;
   std::vector<std::string> conv_implementations;
   int fusions = 0;
+  int requantized = 0;
 };
 
 Outputs RunBothWays(const Graph& graph) {
@@ -168,6 +187,7 @@ Outputs RunBothWays(const Graph& graph) {
   }
   for (const auto& [pass, count] : (*fused)->optimization().rewrites) {
     if (pass == "fuse_qdq_conv") result.fusions = count;
+    if (pass == "fuse_int8_requantize") result.requantized = count;
   }
   return result;
 }
@@ -186,12 +206,21 @@ TEST(Int8Test, FusedQdqConvolutionsRunInInt8AndMatchTheQdqGraph) {
   const Outputs out = RunBothWays(QdqConvolutions());
   ASSERT_EQ(out.fused.shape, (Shape{2, 8, 5, 5}));
   EXPECT_EQ(out.fusions, 3);
+  EXPECT_EQ(out.requantized, 0);  // each output has an fp32 reader too (the residual), or a residual Add
   ASSERT_EQ(out.conv_implementations.size(), 3u);
   for (const std::string& implementation : out.conv_implementations) {
     EXPECT_NE(implementation.find("int8"), std::string::npos) << implementation;
   }
   // Equal up to the order of fp32 additions, which may move a value across a rounding boundary
   // of the next quantisation: one step of that layer's scale, not more.
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
+TEST(Int8Test, ConvolutionsWriteTheirOutputsQuantisedForTheNextOne) {
+  const Outputs out = RunBothWays(QdqChain());
+  ASSERT_EQ(out.fused.shape, (Shape{2, 8, 10, 10}));
+  EXPECT_EQ(out.fusions, 3);
+  EXPECT_EQ(out.requantized, 2);
   EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
 }
 

@@ -17,11 +17,18 @@ namespace inferd::runtime {
 inline constexpr char kInt8InputScale[] = "_int8_x_scale";
 inline constexpr char kInt8InputSigned[] = "_int8_x_signed";    // 1: x as int8, 0: as uint8
 inline constexpr char kInt8WeightScales[] = "_int8_w_scales";  // one, or one per output channel
+// Set by FuseInt8Requantize where every reader of the output is an int8 Conv that quantises it
+// with the same scale: the Conv writes it quantised (uint8, or int8 when signed), and its readers
+// take it as it is.
+inline constexpr char kInt8OutputScale[] = "_int8_y_scale";
+inline constexpr char kInt8OutputSigned[] = "_int8_y_signed";
 
 struct Int8Params {
   float x_scale = 1;
   bool x_signed = false;
   std::vector<float> w_scales;
+  std::optional<float> y_scale;  // set: the output is written quantised at this scale
+  bool y_signed = false;
   // The scale of each int32 sum: x_scale * w_scales[c].
   std::vector<float> OutputScales() const {
     std::vector<float> scales(w_scales);
@@ -38,7 +45,12 @@ inline StatusOr<std::optional<Int8Params>> ReadInt8Params(const Node& node) {
   ASSIGN_OR_RETURN(int64_t x_signed, node.Int(kInt8InputSigned, 0));
   params.x_signed = x_signed != 0;
   ASSIGN_OR_RETURN(params.w_scales, node.Floats(kInt8WeightScales));
-  if (!(params.x_scale > 0) || params.w_scales.empty()) {
+  if (node.Has(kInt8OutputScale)) {
+    ASSIGN_OR_RETURN(params.y_scale, node.Float(kInt8OutputScale, 1));
+    ASSIGN_OR_RETURN(int64_t y_signed, node.Int(kInt8OutputSigned, 0));
+    params.y_signed = y_signed != 0;
+  }
+  if (!(params.x_scale > 0) || params.w_scales.empty() || (params.y_scale && !(*params.y_scale > 0))) {
     return Status::InvalidArgument(node.Describe() + ": int8 scales must be positive");
   }
   return std::optional<Int8Params>(std::move(params));

@@ -28,6 +28,8 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       // post-ops [Add, Relu]; the other order could not take the Add any more.
       {"fuse_residual_add", FuseResidualAdd},
       {"fuse_activations", FuseActivations},
+      // After the activations joined their Convs: the quantised output is what follows them.
+      {"fuse_int8_requantize", FuseInt8Requantize, /*needs_onednn=*/true},
       // Last: it decides the layout of what the fusions left.
       {"propagate_layouts", PropagateLayouts, /*needs_onednn=*/true},
   };

@@ -5,6 +5,11 @@
 // runs in int8 (kernels/int8_attributes.h). Its result is the QDQ graph's up to the order of the
 // fp32 additions: x is rounded and saturated as QuantizeLinear would.
 //
+// FuseInt8Requantize, after the post-op fusions: an int8 Conv whose every reader is an int8 Conv
+// quantising its output at one scale writes that output quantised (uint8/int8) instead of fp32,
+// and the readers take it as it is: half the bytes written and read, and no quantising reorder.
+// The QDQ graph rounds the fp32 result (after its activation) to that scale; so does the kernel.
+//
 // Fused only where the kernel is exact: activation zero point 0 (uint8 after Relu, int8
 // otherwise), symmetric weights (zero points 0) per tensor or per output channel. Other QDQ graphs
 // run as written, on the reference QuantizeLinear/DequantizeLinear and an fp32 Conv.
@@ -12,6 +17,7 @@
 #include <cmath>
 
 #include "runtime/kernels/int8_attributes.h"
+#include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/passes/graph_edit.h"
 #include "runtime/passes/optimizer.h"
@@ -171,6 +177,40 @@ StatusOr<int> FuseQdqConv(Graph* graph) {
     ++rewrites;
   }
   if (rewrites > 0) EraseDeadNodes(graph);
+  return rewrites;
+}
+
+StatusOr<int> FuseInt8Requantize(Graph* graph) {
+  const auto consumers = ConsumersOf(*graph);
+  int rewrites = 0;
+  for (Node& producer : graph->nodes) {
+    if (!IsOp(producer, "Conv") || !producer.Has(kInt8InputScale) || producer.Has(kInt8OutputScale) ||
+        producer.outputs.size() != 1) {
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(producer));
+    const ValueId y = producer.outputs[0];
+    // A residual Add would need the residual quantised too: such a Conv keeps writing fp32.
+    if (HasAdd(post_ops) || IsGraphOutput(*graph, y) || consumers[y].empty()) continue;
+    std::optional<Int8Params> readers;
+    bool all_int8_readers = true;
+    for (size_t c : consumers[y]) {
+      const Node& reader = graph->nodes[c];
+      auto params = ReadInt8Params(reader);
+      const bool reads_as_x = IsOp(reader, "Conv") && params.ok() && params->has_value() &&
+                              std::count(reader.inputs.begin(), reader.inputs.end(), y) == 1 && reader.inputs[0] == y;
+      if (!reads_as_x || (readers && ((*params)->x_scale != readers->x_scale || (*params)->x_signed != readers->x_signed))) {
+        all_int8_readers = false;
+        break;
+      }
+      readers = **params;
+    }
+    if (!all_int8_readers || !readers) continue;
+    producer.attributes[kInt8OutputScale] = Attribute{.kind = Attribute::Kind::kFloat, .f = readers->x_scale};
+    producer.attributes[kInt8OutputSigned] = Attribute{.kind = Attribute::Kind::kInt, .i = readers->x_signed ? 1 : 0};
+    graph->values[static_cast<size_t>(y)].dtype = readers->x_signed ? DataType::kInt8 : DataType::kUint8;
+    ++rewrites;
+  }
   return rewrites;
 }
 

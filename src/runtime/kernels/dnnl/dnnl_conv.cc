@@ -59,9 +59,9 @@ class DnnlConv final : public Kernel {
     const Tensor* x = Input(in, 0);
     const Tensor* w = Input(in, 1);
     const DataType weights_type = int8_ ? DataType::kInt8 : DataType::kFp32;
-    if (x == nullptr || w == nullptr || x->dtype != DataType::kFp32 || w->dtype != weights_type ||
+    if (x == nullptr || w == nullptr || !InputTypeFits(x->dtype) || w->dtype != weights_type ||
         x->shape.size() < 3 || x->shape.size() > 5 || w->shape.size() != x->shape.size()) {
-      if (int8_) return Status::InvalidArgument("int8 Conv: needs an FP32 input and INT8 weights of rank 3 to 5");
+      if (int8_) return Status::InvalidArgument("int8 Conv: needs an FP32 (or already quantised) input and INT8 weights of rank 3 to 5");
       return Fallback(in, out);
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
@@ -71,9 +71,9 @@ class DnnlConv final : public Kernel {
     if (plan == nullptr && int8_) return Status::InvalidArgument("int8 Conv: oneDNN has no int8 convolution for this shape");
     if (plan == nullptr) return Fallback(in, out);  // oneDNN rejected this shape
     return Guarded("Conv", [&]() -> Status {
-      ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc));
+      ASSIGN_OR_RETURN(void* dst, AllocateWithDesc(&out[0], plan->out_shape, plan->dst_desc, OutputType()));
       Tensor residual_copy;
-      if (residual != nullptr && residual->data.get() == reinterpret_cast<const uint8_t*>(dst) &&
+      if (residual != nullptr && residual->data.get() == static_cast<const uint8_t*>(dst) &&
           !(plan->chosen >= 0 && OverwritesResidualSafely(*plan, plan->candidates[plan->chosen]))) {
         // Tuning runs several candidates on one output, and some paths write before they read.
         residual_copy = OwnedCopy(*residual);
@@ -164,8 +164,20 @@ class DnnlConv final : public Kernel {
     return plan.post_ops.add_as_sum && !(c.residual_reorder && !c.dst_reorder);
   }
 
+  // An int8 Conv reads fp32 (and quantises it) or what its producer already quantised for it.
+  bool InputTypeFits(DataType type) const {
+    if (type == DataType::kFp32) return true;
+    return int8_ && type == (int8_->x_signed ? DataType::kInt8 : DataType::kUint8);
+  }
+  DataType OutputType() const {
+    if (!int8_ || !int8_->y_scale) return DataType::kFp32;
+    return int8_->y_signed ? DataType::kInt8 : DataType::kUint8;
+  }
+
+  // `dst` holds fp32 except for an int8 Conv that writes its output quantised (oneDNN alone then).
   Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
-                 float* dst, bool shared_weights = true) {
+                 void* dst_memory, bool shared_weights = true) {
+    float* dst = static_cast<float*>(dst_memory);
     if (c->winograd) {
       ASSIGN_OR_RETURN(const dnnl::memory* transformed, WinogradWeights(c->winograd->tile(), w));
       return c->winograd->Run(x.values<float>().data(), *transformed, bias ? bias->values<float>().data() : nullptr,
@@ -260,13 +272,14 @@ class DnnlConv final : public Kernel {
   Status FindPlan(const Tensor& x, const Tensor& w, bool has_bias, const Tensor* residual, Plan** plan) {
     auto key = std::make_tuple(x.shape, w.shape, ShapeOrEmpty(residual));
     ASSIGN_OR_RETURN(Plan* found, FindOrCreatePlan(plans_, key, "Conv", [&](Plan* created) {
-      return CreatePlan(x.shape, w.shape, has_bias, residual, created);
+      return CreatePlan(x.shape, x.dtype, w.shape, has_bias, residual, created);
     }));
     *plan = found->usable ? found : nullptr;
     return Status::Ok();
   }
 
-  Status CreatePlan(const Shape& x_shape, const Shape& w_shape, bool has_bias, const Tensor* residual, Plan* plan) {
+  Status CreatePlan(const Shape& x_shape, DataType x_type, const Shape& w_shape, bool has_bias, const Tensor* residual,
+                    Plan* plan) {
     const int64_t filters = w_shape[0], group_channels = w_shape[1];
     if (x_shape[1] != group_channels * group_ || filters % group_) {
       return Status::InvalidArgument("Conv: channels do not match groups");
@@ -290,8 +303,8 @@ class DnnlConv final : public Kernel {
     if ((layouts_.input(0) && x_shape.size() != 4) || (layouts_.output(0) && plan->out_shape.size() != 4)) {
       return Status::Ok();  // not usable: blocked layouts are 4-D
     }
-    plan->src_desc = layouts_.Desc(x_shape, layouts_.input(0));
-    plan->dst_desc = layouts_.Desc(plan->out_shape, layouts_.output(0));
+    plan->src_desc = layouts_.Desc(x_shape, layouts_.input(0), DnnlType(x_type));
+    plan->dst_desc = layouts_.Desc(plan->out_shape, layouts_.output(0), DnnlType(OutputType()));
     dnnl::memory::dims weight_dims = ToDims(w_shape);
     if (group_ > 1) {
       weight_dims[0] = filters / group_;
@@ -312,7 +325,8 @@ class DnnlConv final : public Kernel {
                                                         strides, dilations, pad_l, pad_r);
     };
     const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
-    plan->swish_after = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish;
+    // (Not on a quantised output: our pass reads and writes fp32; oneDNN's post-op runs then.)
+    plan->swish_after = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish && OutputType() == DataType::kFp32;
     const std::vector<PostOp> onednn_post_ops(post_ops_.begin(), post_ops_.end() - (plan->swish_after ? 1 : 0));
     const std::optional<dnnl::memory::desc> residual_desc =
         residual_blocked && layouts_.channels_last ? std::optional(layouts_.Desc(residual->shape, true)) : std::nullopt;
@@ -323,6 +337,13 @@ class DnnlConv final : public Kernel {
     if (int8_) {
       const std::vector<float> scales = int8_->OutputScales();
       plan->post_ops.attr.set_output_scales(scales.size() > 1 ? 1 << 1 : 0, scales);  // per output channel
+      if (int8_->y_scale) {
+        // Requantised for the next int8 Conv: the post-ops compute in real units, then 1/y_scale;
+        // oneDNN rounds to nearest even and saturates into the output type, as QuantizeLinear does.
+        dnnl::post_ops ops = plan->post_ops.attr.get_post_ops();
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / *int8_->y_scale, 0.0f);
+        plan->post_ops.attr.set_post_ops(ops);
+      }
     }
     plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
                        std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
@@ -332,7 +353,11 @@ class DnnlConv final : public Kernel {
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
     if (bf16_) plan->tuning_key += " bf16";
-    if (int8_) plan->tuning_key += int8_->x_signed ? " int8=s8" : " int8=u8";
+    if (int8_) {
+      plan->tuning_key += int8_->x_signed ? " int8=s8" : " int8=u8";
+      if (x_type != DataType::kFp32) plan->tuning_key += " x=quantised";
+      if (int8_->y_scale) plan->tuning_key += int8_->y_signed ? " y=s8" : " y=u8";
+    }
     // Our own kernels read and write the blocked layout only, and an Add's residual in the output's.
     const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
     const bool winograd_applies =
@@ -371,7 +396,7 @@ class DnnlConv final : public Kernel {
     // (cached, or tuning off) only that one is built. The weights' layout is fixed once settled,
     // unless no implementation takes it for this shape.
     dnnl::memory::desc src_any(ToDims(x_shape), compute_type, tag::any);
-    dnnl::memory::desc dst_any(ToDims(plan->out_shape), dnnl::memory::data_type::f32, tag::any);
+    dnnl::memory::desc dst_any(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
     const auto any_desc = make_desc(src_any, dst_any, any_weights);
     const auto fixed_desc = fixed_layout ? make_desc(src_any, dst_any, weights_form_->layout) : any_desc;
     auto collect = [&](std::optional<int> only) {
@@ -444,8 +469,9 @@ class DnnlConv final : public Kernel {
     c.primitive = dnnl::convolution_forward(pd);
     if (c.src_desc != plan->src_desc) {
       c.primitive_src = ScratchMemory(c.src_desc);
-      c.src_reorder = int8_ ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale)
-                            : MakeReorder(plan->src_desc, c.src_desc);
+      const bool quantises = int8_ && plan->src_desc.data_type() == dnnl::memory::data_type::f32;
+      c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale)
+                                : MakeReorder(plan->src_desc, c.src_desc);
     }
     if (c.dst_desc != plan->dst_desc) {
       c.primitive_dst = ScratchMemory(c.dst_desc);

@@ -33,9 +33,18 @@ int64_t ChannelBlock() {
   return block;
 }
 
-dnnl::memory::desc BlockedDesc(const Shape& shape, bool channels_last) {
-  return dnnl::memory::desc(ToDims(shape), dnnl::memory::data_type::f32,
+dnnl::memory::desc BlockedDesc(const Shape& shape, bool channels_last, dnnl::memory::data_type type) {
+  return dnnl::memory::desc(ToDims(shape), type,
                             channels_last ? tag::nhwc : ChannelBlock() == 16 ? tag::nChw16c : tag::nChw8c);
+}
+
+dnnl::memory::data_type DnnlType(DataType type) {
+  switch (type) {
+    case DataType::kFp32: return dnnl::memory::data_type::f32;
+    case DataType::kUint8: return dnnl::memory::data_type::u8;
+    case DataType::kInt8: return dnnl::memory::data_type::s8;
+    default: return dnnl::memory::data_type::undef;
+  }
 }
 
 std::string LayoutName(const dnnl::memory::desc& desc) {
@@ -51,8 +60,8 @@ std::string LayoutName(const dnnl::memory::desc& desc) {
   return name;
 }
 
-dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_last) {
-  return blocked ? BlockedDesc(shape, channels_last) : PlainDesc(ToDims(shape));
+dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_last, dnnl::memory::data_type type) {
+  return blocked ? BlockedDesc(shape, channels_last, type) : PlainDesc(ToDims(shape), type);
 }
 
 bool Layouts::any() const {
@@ -83,15 +92,20 @@ StatusOr<Layouts> ReadLayouts(const Node& node) {
   return layouts;
 }
 
-StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
+StatusOr<void*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc, DataType type) {
   ASSIGN_OR_RETURN(int64_t elements, ElementCount(shape, kMaxKernelElements));
   (void)elements;  // the check; the size comes from the descriptor (padding included)
   const size_t bytes = desc.get_size();
   uint8_t* data = TakeOutputBuffer(out, bytes);
-  out->dtype = DataType::kFp32;
+  out->dtype = type;
   out->shape = shape;
   out->byte_size = bytes;
-  return reinterpret_cast<float*>(data);
+  return data;
+}
+
+StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc) {
+  ASSIGN_OR_RETURN(void* data, AllocateWithDesc(out, shape, desc, DataType::kFp32));
+  return static_cast<float*>(data);
 }
 
 Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst,

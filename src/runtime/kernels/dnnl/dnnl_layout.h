@@ -25,8 +25,12 @@ namespace inferd::runtime::dnnl_kernels {
 int64_t ChannelBlock();
 
 // nChw{block}c for a 4-D shape, or NHWC with `channels_last`.
-dnnl::memory::desc BlockedDesc(const Shape& shape, bool channels_last = false);
-dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_last = false);
+dnnl::memory::desc BlockedDesc(const Shape& shape, bool channels_last = false,
+                               dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_last = false,
+                              dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// oneDNN's element type for a tensor's (f32, u8, s8; undef for the rest).
+dnnl::memory::data_type DnnlType(DataType type);
 
 // A layout's name for a tuning key: its strides and inner blocks (shape-specific; "16@1,16@0" is
 // OIhw16i16o's blocks), or the kind of a non-blocked format.
@@ -42,13 +46,18 @@ struct Layouts {
   // Blocked in nChw{block}c: the layout our own SIMD loops (Winograd, depthwise, 1x1, pooling) read.
   bool channel_blocked_input(size_t i) const { return input(i) && !channels_last; }
   bool channel_blocked_output(size_t i) const { return output(i) && !channels_last; }
-  dnnl::memory::desc Desc(const Shape& shape, bool blocked) const { return LayoutDesc(shape, blocked, channels_last); }
+  dnnl::memory::desc Desc(const Shape& shape, bool blocked,
+                          dnnl::memory::data_type type = dnnl::memory::data_type::f32) const {
+    return LayoutDesc(shape, blocked, channels_last, type);
+  }
 };
 StatusOr<Layouts> ReadLayouts(const Node& node);
 
 // Gives `out` an FP32 buffer of `desc`'s size (padding included) for a tensor of `shape`: its arena
 // slot when it has one that fits (kernels/tensor_util.h), a fresh buffer otherwise.
 StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc);
+// The same for a tensor of element type `type` (an int8 convolution's quantised output).
+StatusOr<void*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::memory::desc& desc, DataType type);
 
 // Copies `src` (laid out as `from`) into a fresh tensor laid out as `to`: with `reorder` when given
 // (MakeReorder(from, to), kept by a caller that runs it again), else with one made for this call.
