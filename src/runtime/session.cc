@@ -26,12 +26,16 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::filesystem::path& mo
 
 namespace {
 
-// The convolutions' kernels read the precision from the node (`_precision`), as they read their
-// layouts and fused post-ops.
+// The convolutions' and matrix products' kernels read the precision from the node (`_precision`),
+// as they read their layouts and fused post-ops. Products only with constant 2-D weights (a Linear
+// layer): those are packed once in bf16; attention's activation x activation products stay fp32.
 void MarkPrecision(Graph* graph, Precision precision) {
   if (precision == Precision::kFp32) return;
   for (Node& node : graph->nodes) {
-    if (node.op_type != "Conv" || !node.domain.empty()) continue;
+    if (!node.domain.empty()) continue;
+    const bool linear = (node.op_type == "MatMul" || node.op_type == "Gemm") && node.HasInput(1) &&
+                        graph->initializers.count(node.inputs[1]) && graph->initializers.at(node.inputs[1]).shape.size() == 2;
+    if (node.op_type != "Conv" && !linear) continue;
     Attribute attribute;
     attribute.kind = Attribute::Kind::kString;
     attribute.s = std::string(PrecisionName(precision));

@@ -139,11 +139,12 @@ def test_bad_onnx_models_are_reported_and_the_rest_serve(fresh_server, tmp_path)
     assert "StringNormalizer (node 'text')" in index["unsupported"]["reason"]  # every unsupported op, at once
     x = RNG.standard_normal((1, 8)).astype(np.float32)
     assert infer(server, "good", x).status_code == 200
-    # bf16 applies to convolutions (runtime/precision.h); this model has none and answers as in fp32.
+    # bf16 runs its MatMul on bf16 inputs and weights where the CPU has native bf16 (runtime/precision.h),
+    # elsewhere in fp32: either way within bf16's rounding (8 bits of mantissa) of the fp32 answer.
     assert index["bf16"]["state"] == "READY"
     answer = infer(server, "bf16", x)
     assert answer.status_code == 200, answer.text
-    np.testing.assert_allclose(np.array(answer.json()["outputs"][0]["data"]).reshape(1, 5), expected(x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.array(answer.json()["outputs"][0]["data"]).reshape(1, 5), expected(x), rtol=1e-2, atol=1e-2)
 
 
 def test_tuning_choices_persist_next_to_the_model(fresh_server, tmp_path):

@@ -111,13 +111,14 @@ void QuantizeDequantize(GraphBuilder& b, const std::string& x, float scale, bool
   b.Op("DequantizeLinear", {x + "_q", x + "_s", x + "_z"}, {x + "_dq"});
 }
 
-// A weight `w` as int8 through DequantizeLinear (per output channel when `per_channel`).
-void Weight(GraphBuilder& b, const std::string& w, const Shape& shape, bool per_channel, uint32_t seed) {
+// A weight `w` as int8 through DequantizeLinear (per channel of `axis` when `per_channel`).
+void Weight(GraphBuilder& b, const std::string& w, const Shape& shape, bool per_channel, uint32_t seed, int axis = 0) {
   b.Constant(w + "_q", Int8(shape, seed));
-  std::vector<float> scales(per_channel ? static_cast<size_t>(shape[0]) : 1);
+  const int64_t channels = shape[static_cast<size_t>(axis)];
+  std::vector<float> scales(per_channel ? static_cast<size_t>(channels) : 1);
   for (size_t c = 0; c < scales.size(); ++c) scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
-  b.Constant(w + "_s", per_channel ? Filled<float>(DataType::kFp32, {shape[0]}, scales) : Scalar(scales[0]));
-  b.Op("DequantizeLinear", {w + "_q", w + "_s"}, {w}, {{"axis", Int(0)}});
+  b.Constant(w + "_s", per_channel ? Filled<float>(DataType::kFp32, {channels}, scales) : Scalar(scales[0]));
+  b.Op("DequantizeLinear", {w + "_q", w + "_s"}, {w}, {{"axis", Int(axis)}});
 }
 
 // x (signed) -> Conv 3x3 16->32 + fp32 bias, Relu -> Conv 1x1 32->32 + int32 bias -> + a1 (residual)
@@ -159,6 +160,20 @@ Graph QdqChain() {
   return b.graph();
 }
 
+// x [6, 32] -> MatMul (B [32, 16], per column) -> Relu -> Gemm (transB, B [8, 16] per row, C) -> y.
+Graph QdqProducts() {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {32, 16}, true, 21, /*axis=*/1);
+  b.Op("MatMul", {"x_dq", "w1"}, {"m"}).Op("Relu", {"m"}, {"r"});
+  QuantizeDequantize(b, "r", 0.0004f, /*is_signed=*/false);
+  Weight(b, "w2", {8, 16}, true, 22, /*axis=*/0);
+  b.Constant("c", Random({8}, 23, -0.05f, 0.05f));
+  b.Op("Gemm", {"r_dq", "w2", "c"}, {"y"}, {{"transB", Int(1)}}).Output("y");
+  return b.graph();
+}
+
 struct Outputs {
   Tensor fused, reference;
   std::vector<std::string> conv_implementations;
@@ -166,8 +181,8 @@ struct Outputs {
   int requantized = 0;
 };
 
-Outputs RunBothWays(const Graph& graph) {
-  const Tensor x = Random({2, 16, 10, 10}, 5);
+Outputs RunBothWays(const Graph& graph, const Shape& x_shape = {2, 16, 10, 10}) {
+  const Tensor x = Random(x_shape, 5);
   Outputs result;
   auto fused = Session::FromGraph(graph, {.tune = TuneMode::kOff});
   EXPECT_TRUE(fused.ok()) << fused.status().ToString();
@@ -183,10 +198,11 @@ Outputs RunBothWays(const Graph& graph) {
   result.reference = out_reference[0];
   const Graph& optimized = (*fused)->graph();
   for (size_t i = 0; i < optimized.nodes.size(); ++i) {
-    if (optimized.nodes[i].op_type == "Conv") result.conv_implementations.push_back((*fused)->kernel(i).Implementation());
+    const std::string& op = optimized.nodes[i].op_type;
+    if (op == "Conv" || op == "MatMul" || op == "Gemm") result.conv_implementations.push_back((*fused)->kernel(i).Implementation());
   }
   for (const auto& [pass, count] : (*fused)->optimization().rewrites) {
-    if (pass == "fuse_qdq_conv") result.fusions = count;
+    if (pass == "fuse_qdq_conv" || pass == "fuse_qdq_matmul") result.fusions += count;
     if (pass == "fuse_int8_requantize") result.requantized = count;
   }
   return result;
@@ -221,6 +237,17 @@ TEST(Int8Test, ConvolutionsWriteTheirOutputsQuantisedForTheNextOne) {
   ASSERT_EQ(out.fused.shape, (Shape{2, 8, 10, 10}));
   EXPECT_EQ(out.fusions, 3);
   EXPECT_EQ(out.requantized, 2);
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
+TEST(Int8Test, FusedQdqMatMulAndGemmRunInInt8AndMatchTheQdqGraph) {
+  const Outputs out = RunBothWays(QdqProducts(), {6, 32});
+  ASSERT_EQ(out.fused.shape, (Shape{6, 8}));
+  EXPECT_EQ(out.fusions, 2);
+  ASSERT_EQ(out.conv_implementations.size(), 2u);
+  for (const std::string& implementation : out.conv_implementations) {
+    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
+  }
   EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
 }
 

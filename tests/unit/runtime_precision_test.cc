@@ -86,5 +86,39 @@ TEST(PrecisionTest, Bf16ConvolutionsStayWithinBf16RoundingOfFp32) {
   EXPECT_GT(largest, 1e-5);
 }
 
+// A Linear layer (Gemm + bias, Relu) then a MatMul with constant weights: both packed in bf16.
+TEST(PrecisionTest, Bf16MatrixProductsStayWithinBf16RoundingOfFp32) {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w1", Random({64, 32}, 51, -0.3f, 0.3f)).Constant("c1", Random({32}, 52)).Constant("w2", Random({32, 16}, 53, -0.3f, 0.3f));
+  b.Op("Gemm", {"x", "w1", "c1"}, {"g"}).Op("Relu", {"g"}, {"r"}).Op("MatMul", {"r", "w2"}, {"y"}).Output("y");
+  const Graph graph = b.graph();
+  const Tensor x = Random({6, 64}, 50);
+  auto session = Session::FromGraph(graph, {.tune = TuneMode::kOff, .precision = Precision::kBf16});
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(reference.ok());
+  std::vector<Tensor> inputs{x}, expected, actual;
+  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+  ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+  if (const auto unavailable = PrecisionUnavailable(Precision::kBf16)) GTEST_SKIP() << *unavailable;
+  int products = 0;
+  for (size_t n = 0; n < (*session)->graph().nodes.size(); ++n) {
+    const std::string& op = (*session)->graph().nodes[n].op_type;
+    if (op != "Gemm" && op != "MatMul") continue;
+    ++products;
+    EXPECT_NE((*session)->kernel(n).Implementation().find("(bf16)"), std::string::npos)
+        << (*session)->kernel(n).Implementation();
+  }
+  EXPECT_EQ(products, 2);
+  double largest = 0;
+  for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
+    const float want = ValuesOf<float>(expected[0])[i], got = ValuesOf<float>(actual[0])[i];
+    ASSERT_NEAR(got, want, 5e-2 * std::max(1.0f, std::abs(want))) << i;
+    largest = std::max(largest, std::abs(double{got} - want));
+  }
+  EXPECT_GT(largest, 1e-5);
+}
+
 }  // namespace
 }  // namespace inferd::runtime

@@ -9,6 +9,7 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       // QDQ int8 convolutions first: constant folding would turn DequantizeLinear(int8 weights)
       // into fp32 weights, and the model would run in fp32 what its file says is int8.
       {"fuse_qdq_conv", FuseQdqConv, /*needs_onednn=*/true},
+      {"fuse_qdq_matmul", FuseQdqMatMul, /*needs_onednn=*/true},
       // Constants first, so that BatchNorm parameters, Clip bounds, reshape targets and Dropout's
       // training_mode computed from constants are initializers by the time the others look.
       {"fold_constants", FoldConstants},

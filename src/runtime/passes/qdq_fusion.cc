@@ -180,6 +180,41 @@ StatusOr<int> FuseQdqConv(Graph* graph) {
   return rewrites;
 }
 
+// MatMul(DQ(Q(x)), DQ(int8 B)) and Gemm(DQ(Q(x)), DQ(int8 B)[, C]) with a constant 2-D B become the
+// same product reading x and the int8 B (kernels/dnnl/dnnl_matmul.cc quantises x into scratch).
+// Gemm: alpha 1, and C (beta 1) an fp32 constant or a DequantizeLinear of int32, in the sums' units.
+StatusOr<int> FuseQdqMatMul(Graph* graph) {
+  const auto producers = ProducersOf(*graph);
+  int rewrites = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& node = graph->nodes[n];
+    const bool is_gemm = IsOp(node, "Gemm");
+    if ((!is_gemm && !IsOp(node, "MatMul")) || node.inputs.size() < 2 || node.Has(kInt8InputScale)) continue;
+    if (is_gemm && (node.Float("alpha", 1).value_or(0) != 1 || (node.HasInput(2) && node.Float("beta", 1).value_or(0) != 1))) {
+      continue;
+    }
+    const int channel_axis = is_gemm && node.Int("transB", 0).value_or(0) != 0 ? 0 : 1;
+    const auto input = MatchInput(*graph, producers, node.inputs[0]);
+    const auto weights = input ? MatchWeights(*graph, producers, node.inputs[1], channel_axis) : std::nullopt;
+    if (!weights || graph->initializers.at(weights->w).shape.size() != 2) continue;
+    const int64_t channels = graph->initializers.at(weights->w).shape[static_cast<size_t>(channel_axis)];
+    const Int8Params params{.x_scale = input->scale, .x_signed = input->is_signed, .w_scales = weights->scales};
+    std::optional<Tensor> bias;
+    if (is_gemm && node.HasInput(2)) {
+      bias = BiasInSumUnits(*graph, producers, node.inputs[2], channels, params);  // as for Conv: oneDNN 2.6 adds it before the scale
+      if (!bias) continue;
+    }
+    Node fused = node;
+    fused.inputs = {input->x, weights->w};
+    if (bias) fused.inputs.push_back(AddInitializer(graph, node.name + "/int8_bias_" + std::to_string(n), std::move(*bias)));
+    SetInt8Attributes(params, &fused);
+    graph->nodes[n] = std::move(fused);
+    ++rewrites;
+  }
+  if (rewrites > 0) EraseDeadNodes(graph);
+  return rewrites;
+}
+
 StatusOr<int> FuseInt8Requantize(Graph* graph) {
   const auto consumers = ConsumersOf(*graph);
   int rewrites = 0;

@@ -8,6 +8,7 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/dnnl/dnnl_post_ops.h"
+#include "runtime/kernels/int8_attributes.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/tensor_util.h"
@@ -37,6 +38,28 @@ struct ConvAlternative {
   PackedWeights weights;
 };
 
+// How a MatMul/Gemm with constant weights runs below fp32: bf16 (`_precision`, runtime/precision.h)
+// or int8 (a fused QDQ node, int8_attributes.h). Every run converts A (bf16) or quantises it (int8)
+// into scratch with one reorder; B is packed once into the primitive's layout, in its type; the
+// output stays fp32, the int8 sums scaled back by x_scale * w_scale[n].
+struct LowPrecision {
+  dnnl::memory::data_type a_type, b_type;
+  float a_scale = 1;                 // multiplies A in its conversion (int8: 1 / x_scale)
+  std::vector<float> output_scales;  // int8 only
+  bool int8() const { return !output_scales.empty(); }
+};
+
+StatusOr<std::optional<LowPrecision>> ReadLowPrecision(const Node& node) {
+  using dt = dnnl::memory::data_type;
+  ASSIGN_OR_RETURN(std::optional<Int8Params> int8, ReadInt8Params(node));
+  if (int8) {
+    return std::optional(LowPrecision{int8->x_signed ? dt::s8 : dt::u8, dt::s8, 1.f / int8->x_scale, int8->OutputScales()});
+  }
+  ASSIGN_OR_RETURN(std::string precision, node.String("_precision", "fp32"));
+  if (precision == "bf16") return std::optional(LowPrecision{dt::bf16, dt::bf16, 1.f, {}});
+  return std::optional<LowPrecision>();
+}
+
 struct MatmulPlan {
   bool usable = false;
   std::string implementation;
@@ -51,7 +74,35 @@ struct MatmulPlan {
   std::string tuning_key;  // op and shapes: layers of the same shape share one timing
   bool chosen = false;     // tuning done
   bool use_conv = false;
+  // Below fp32 (LowPrecision): A's conversion into scratch, B as stored and as packed.
+  bool low_precision = false;
+  dnnl::reorder a_convert;
+  dnnl::memory a_converted;
+  dnnl::memory::desc b_stored_desc, b_packed_desc;
+  PackedWeights b_packed;
 };
+
+// Makes `plan` (its A, dst and post-ops already set) run below fp32, with B stored as `b_stored`.
+void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored,
+                      const std::optional<dnnl::memory::desc>& bias, MatmulPlan* plan) {
+  const dnnl::memory::dims a_dims = plan->a_desc.dims();
+  const dnnl::memory::desc a_converted = PlainDesc(a_dims, lp.a_type);
+  dnnl::primitive_attr attr = plan->post_ops.attr;
+  if (lp.int8()) attr.set_output_scales(lp.output_scales.size() > 1 ? 1 << 1 : 0, lp.output_scales);  // per column
+  const dnnl::memory::desc b_any(b_stored.dims(), lp.b_type, dnnl::memory::format_tag::any);
+  const auto desc = bias ? dnnl::matmul::desc(a_converted, b_any, *bias, plan->dst_desc)
+                         : dnnl::matmul::desc(a_converted, b_any, plan->dst_desc);
+  dnnl::matmul::primitive_desc pd(desc, attr, Engine());
+  plan->implementation = std::string(pd.impl_info_str()) + (lp.int8() ? " (int8)" : " (bf16)");
+  plan->primitive = dnnl::matmul(pd);
+  plan->a_convert = lp.a_scale != 1 ? MakeScaledReorder(plan->a_desc, a_converted, lp.a_scale)
+                                    : MakeReorder(plan->a_desc, a_converted);
+  plan->a_converted = ScratchMemory(a_converted);
+  plan->b_stored_desc = b_stored;
+  plan->b_packed_desc = pd.weights_desc();
+  plan->low_precision = true;
+  plan->chosen = true;  // nothing to time: the 1x1-convolution alternative is fp32's
+}
 
 // Where a [rows, K] x [K, N] product's operands are, as element strides of their two dims.
 struct GemmView {
@@ -160,6 +211,19 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
     ThreadStream().wait();
     return Status::Ok();
   };
+  if (plan.low_precision) {
+    plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc);
+    BindScratch({&plan.a_converted});
+    RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
+                                               {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
+                                               {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
+    AddResidualArgument(plan.post_ops, residual, &args);
+    RunPrimitive(plan.primitive, std::move(args));
+    ThreadStream().wait();
+    return Status::Ok();
+  }
   if (!plan.chosen) {
     plan.chosen = true;
     if (plan.conv) {
@@ -175,8 +239,8 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
 
 class DnnlMatMul final : public Kernel {
  public:
-  DnnlMatMul(std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback)
-      : post_ops_(std::move(post_ops)), fallback_(std::move(fallback)) {}
+  DnnlMatMul(std::vector<PostOp> post_ops, std::unique_ptr<Kernel> fallback, std::optional<LowPrecision> low_precision)
+      : post_ops_(std::move(post_ops)), fallback_(std::move(fallback)), low_precision_(std::move(low_precision)) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
@@ -184,8 +248,10 @@ class DnnlMatMul final : public Kernel {
     last_.clear();
     const Tensor* a = Input(in, 0);
     const Tensor* b = Input(in, 1);
-    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
+    const bool int8 = low_precision_ && low_precision_->int8();
+    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != (int8 ? DataType::kInt8 : DataType::kFp32) ||
         a->shape.size() < 2 || b->shape.size() < 2) {
+      if (int8) return Status::InvalidArgument("int8 MatMul: needs an FP32 A and INT8 B");
       return fallback_->Run(in, out);
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
@@ -194,6 +260,7 @@ class DnnlMatMul final : public Kernel {
       return CreatePlan(a->shape, b->shape, residual, created);
     }));
     MatmulPlan& plan = *found;
+    if (!plan.usable && int8) return Status::InvalidArgument("int8 MatMul: oneDNN cannot run this shape");
     if (!plan.usable) return fallback_->Run(in, out);
     last_ = plan.implementation;
     return Guarded("MatMul", [&]() -> Status {
@@ -243,6 +310,12 @@ class DnnlMatMul final : public Kernel {
     plan->implementation = pd.impl_info_str();
     plan->primitive = dnnl::matmul(pd);
     plan->usable = true;
+    if (low_precision_ && flat && b_shape.size() == 2 && !plan->post_ops_after) {
+      const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
+      PlanLowPrecision(*low_precision_, PlainDesc(ToDims(b), stored), std::nullopt, plan);
+      return Status::Ok();
+    }
+    if (low_precision_ && low_precision_->int8()) return Status::Internal("int8 MatMul: B must be 2-D and the product flat");
     // Weights of a Linear layer (B without batch dims): the convolution is a candidate.
     if (flat && b_shape.size() == 2 && !plan->post_ops_after) {
       const GemmView view{out[0], a[1], out[1], {a[1], 1}, {out[1], 1}};
@@ -283,6 +356,7 @@ class DnnlMatMul final : public Kernel {
 
   std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
+  std::optional<LowPrecision> low_precision_;
   ShapePlans<std::tuple<Shape, Shape, Shape>, MatmulPlan> plans_;
   std::string last_;
 };
@@ -291,9 +365,9 @@ class DnnlMatMul final : public Kernel {
 class DnnlGemm final : public Kernel {
  public:
   DnnlGemm(float alpha, float beta, bool trans_a, bool trans_b, std::vector<PostOp> post_ops,
-           std::unique_ptr<Kernel> fallback)
+           std::unique_ptr<Kernel> fallback, std::optional<LowPrecision> low_precision)
       : alpha_(alpha), beta_(beta), trans_a_(trans_a), trans_b_(trans_b), post_ops_(std::move(post_ops)),
-        fallback_(std::move(fallback)) {}
+        fallback_(std::move(fallback)), low_precision_(alpha == 1 ? std::move(low_precision) : std::nullopt) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : "onednn:" + last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
@@ -302,8 +376,10 @@ class DnnlGemm final : public Kernel {
     const Tensor* a = Input(in, 0);
     const Tensor* b = Input(in, 1);
     const Tensor* c = beta_ != 0 ? Input(in, 2) : nullptr;
-    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != DataType::kFp32 ||
+    const bool int8 = low_precision_ && low_precision_->int8();
+    if (a == nullptr || b == nullptr || a->dtype != DataType::kFp32 || b->dtype != (int8 ? DataType::kInt8 : DataType::kFp32) ||
         a->shape.size() != 2 || b->shape.size() != 2 || (c != nullptr && (beta_ != 1 || c->dtype != DataType::kFp32))) {
+      if (int8) return Status::InvalidArgument("int8 Gemm: needs an FP32 A, INT8 B and beta 1");
       return fallback_->Run(in, out);
     }
     const Tensor* residual = ResidualOf(post_ops_, in);
@@ -312,6 +388,7 @@ class DnnlGemm final : public Kernel {
       return CreatePlan(a->shape, b->shape, c, residual, created);
     }));
     MatmulPlan& plan = *found;
+    if (!plan.usable && int8) return Status::InvalidArgument("int8 Gemm: oneDNN cannot run this shape");
     if (!plan.usable) return fallback_->Run(in, out);
     last_ = plan.implementation;
     return Guarded("Gemm", [&]() -> Status {
@@ -336,6 +413,24 @@ class DnnlGemm final : public Kernel {
     plan->dst_desc = PlainDesc({m, n});
     plan->out_shape = {m, n};
     if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
+    if (low_precision_) {
+      const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
+      const dnnl::memory::desc b_stored({k, n}, stored, trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
+      std::optional<dnnl::memory::desc> bias;
+      if (c != nullptr) {
+        Shape padded = c->shape;
+        if (padded.size() > 2) return Status::InvalidArgument("Gemm: C has rank above 2");
+        padded.insert(padded.begin(), 2 - padded.size(), 1);
+        if ((padded[0] != 1 && padded[0] != m) || (padded[1] != 1 && padded[1] != n)) {
+          return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
+        }
+        plan->bias_desc = PlainDesc(ToDims(padded));
+        bias = plan->bias_desc;
+      }
+      PlanLowPrecision(*low_precision_, b_stored, bias, plan);
+      plan->usable = true;
+      return Status::Ok();
+    }
     dnnl::primitive_attr& attr = plan->post_ops.attr;
     if (alpha_ != 1) attr.set_output_scales(0, {alpha_});
     if (c != nullptr) {
@@ -374,6 +469,7 @@ class DnnlGemm final : public Kernel {
   bool trans_a_, trans_b_;
   std::vector<PostOp> post_ops_;
   std::unique_ptr<Kernel> fallback_;
+  std::optional<LowPrecision> low_precision_;
   ShapePlans<std::tuple<Shape, Shape, bool, Shape, Shape>, MatmulPlan> plans_;
   std::string last_;
 };
@@ -386,7 +482,9 @@ void RegisterDnnlMatmulKernels(KernelRegistry* r) {
   r->Register("MatMul", 1, [matmul_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
     ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, matmul_reference(node, opset));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
-    return std::unique_ptr<Kernel>(std::make_unique<DnnlMatMul>(std::move(post_ops), std::move(fallback)));
+    ASSIGN_OR_RETURN(std::optional<LowPrecision> low_precision, ReadLowPrecision(node));
+    return std::unique_ptr<Kernel>(
+        std::make_unique<DnnlMatMul>(std::move(post_ops), std::move(fallback), std::move(low_precision)));
   });
   KernelFactory gemm_reference = FactoryBefore(*r, "Gemm");
   r->Register("Gemm", 6, [gemm_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
@@ -396,8 +494,9 @@ void RegisterDnnlMatmulKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(int64_t trans_a, node.Int("transA", 0));
     ASSIGN_OR_RETURN(int64_t trans_b, node.Int("transB", 0));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
-    return std::unique_ptr<Kernel>(std::make_unique<DnnlGemm>(alpha, beta, trans_a != 0, trans_b != 0,
-                                                              std::move(post_ops), std::move(fallback)));
+    ASSIGN_OR_RETURN(std::optional<LowPrecision> low_precision, ReadLowPrecision(node));
+    return std::unique_ptr<Kernel>(std::make_unique<DnnlGemm>(alpha, beta, trans_a != 0, trans_b != 0, std::move(post_ops),
+                                                              std::move(fallback), std::move(low_precision)));
   });
 }
 }  // namespace inferd::runtime
