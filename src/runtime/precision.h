@@ -1,7 +1,8 @@
 // The arithmetic a session's convolutions and Linear-layer products (MatMul/Gemm with constant
 // weights) run in. fp32 is exact to the model; bf16 (a model parameter, `precision: bf16`) runs
 // them on bfloat16 inputs and weights with fp32 accumulation and output, where the CPU has native
-// bf16 dot products (AVX512_BF16): about twice the multiply-add rate, with results within bf16's rounding (8 bits of mantissa) of fp32's.
+// bf16 dot products (AVX512_BF16): about twice the multiply-add rate, with results within bf16's
+// rounding (8 bits of mantissa) of fp32's.
 #pragma once
 
 #include <optional>
