@@ -26,6 +26,20 @@ TEST(PrecisionTest, NamesAreParsedStrictly) {
   EXPECT_FALSE(PrecisionUnavailable(Precision::kFp32).has_value());
 }
 
+// bf16 keeps 8 bits of each input's and weight's mantissa (relative error 2^-9 each); the sums
+// are fp32. Over these layers' 64-288 terms of magnitude ~1 that is a few 1e-2 at most, and not
+// zero: fp32 arithmetic would match within 1e-5.
+void ExpectWithinBf16Rounding(const Tensor& actual, const Tensor& expected) {
+  ASSERT_EQ(actual.shape, expected.shape);
+  double largest = 0;
+  for (int64_t i = 0; i < ElementsOf(expected); ++i) {
+    const float want = ValuesOf<float>(expected)[i], got = ValuesOf<float>(actual)[i];
+    ASSERT_NEAR(got, want, 5e-2 * std::max(1.0f, std::abs(want))) << i;
+    largest = std::max(largest, std::abs(double{got} - want));
+  }
+  EXPECT_GT(largest, 1e-5);
+}
+
 // x -> Conv 3x3 (16 -> 32) + bias + Relu -> Conv 1x1 (32 -> 16) + x (residual) -> Conv 3x3 stride 2.
 Graph Convolutions() {
   GraphBuilder b;
@@ -74,16 +88,7 @@ TEST(PrecisionTest, Bf16ConvolutionsStayWithinBf16RoundingOfFp32) {
         << implementation;
   }
   EXPECT_EQ(convolutions, 3);
-  // bf16 keeps 8 bits of each input's and weight's mantissa (relative error 2^-9 each); the sums
-  // are fp32. Over these layers' 144-288 terms of magnitude ~1 that is a few 1e-2 at most, and
-  // not zero: fp32 arithmetic would match within 1e-5.
-  double largest = 0;
-  for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
-    const float want = ValuesOf<float>(expected[0])[i], got = ValuesOf<float>(actual[0])[i];
-    ASSERT_NEAR(got, want, 5e-2 * std::max(1.0f, std::abs(want))) << i;
-    largest = std::max(largest, std::abs(double{got} - want));
-  }
-  EXPECT_GT(largest, 1e-5);
+  ExpectWithinBf16Rounding(actual[0], expected[0]);
 }
 
 // A Linear layer (Gemm + bias, Relu) then a MatMul with constant weights: both packed in bf16.
@@ -111,13 +116,7 @@ TEST(PrecisionTest, Bf16MatrixProductsStayWithinBf16RoundingOfFp32) {
         << (*session)->kernel(n).Implementation();
   }
   EXPECT_EQ(products, 2);
-  double largest = 0;
-  for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
-    const float want = ValuesOf<float>(expected[0])[i], got = ValuesOf<float>(actual[0])[i];
-    ASSERT_NEAR(got, want, 5e-2 * std::max(1.0f, std::abs(want))) << i;
-    largest = std::max(largest, std::abs(double{got} - want));
-  }
-  EXPECT_GT(largest, 1e-5);
+  ExpectWithinBf16Rounding(actual[0], expected[0]);
 }
 
 }  // namespace

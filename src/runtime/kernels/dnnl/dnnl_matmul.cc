@@ -413,26 +413,6 @@ class DnnlGemm final : public Kernel {
     plan->dst_desc = PlainDesc({m, n});
     plan->out_shape = {m, n};
     if (!BuildPostOps(post_ops_, plan->out_shape, residual, &plan->post_ops)) return Status::Ok();  // not usable
-    if (low_precision_) {
-      const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
-      const dnnl::memory::desc b_stored({k, n}, stored, trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
-      std::optional<dnnl::memory::desc> bias;
-      if (c != nullptr) {
-        Shape padded = c->shape;
-        if (padded.size() > 2) return Status::InvalidArgument("Gemm: C has rank above 2");
-        padded.insert(padded.begin(), 2 - padded.size(), 1);
-        if ((padded[0] != 1 && padded[0] != m) || (padded[1] != 1 && padded[1] != n)) {
-          return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
-        }
-        plan->bias_desc = PlainDesc(ToDims(padded));
-        bias = plan->bias_desc;
-      }
-      PlanLowPrecision(*low_precision_, b_stored, bias, plan);
-      plan->usable = true;
-      return Status::Ok();
-    }
-    dnnl::primitive_attr& attr = plan->post_ops.attr;
-    if (alpha_ != 1) attr.set_output_scales(0, {alpha_});
     if (c != nullptr) {
       // C broadcasts onto (M, N) from its trailing dims: [], [N], [1, N], [M, 1], [M, N]...
       Shape padded = c->shape;
@@ -442,7 +422,18 @@ class DnnlGemm final : public Kernel {
         return Status::InvalidArgument("Gemm: C does not broadcast to (M, N)");
       }
       plan->bias_desc = PlainDesc(ToDims(padded));
-      // oneDNN adds the bias after the output scale; alpha must then be 1 for Y = alpha*AB + C.
+    }
+    if (low_precision_) {
+      const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
+      const dnnl::memory::desc b_stored({k, n}, stored, trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
+      PlanLowPrecision(*low_precision_, b_stored, c ? std::optional(plan->bias_desc) : std::nullopt, plan);
+      plan->usable = true;
+      return Status::Ok();
+    }
+    dnnl::primitive_attr& attr = plan->post_ops.attr;
+    if (alpha_ != 1) attr.set_output_scales(0, {alpha_});
+    if (c != nullptr) {
+      // oneDNN adds an fp32 bias after the output scale; alpha must then be 1 for Y = alpha*AB + C.
       if (alpha_ != 1) return Status::Internal("Gemm: alpha != 1 with C runs on the reference kernel");
       dnnl::matmul::primitive_desc pd(
           dnnl::matmul::desc(plan->a_desc, plan->b_desc, plan->bias_desc, plan->dst_desc), attr, Engine());
