@@ -1,9 +1,8 @@
 // `inferd quantize MODEL.onnx --calibration DIR --method entropy|percentile|minmax --out OUT.onnx`:
 // post-training static quantisation into a QDQ model (runtime/quantization/quantize_model.h).
 //
-// The calibration set is a folder of .npy files. A model with one input reads each file as one
-// batch of it (a file without the batch dim is one sample). A model with several inputs reads each
-// subfolder as one batch, holding INPUT_NAME.npy for every input.
+// The calibration set is a folder of .npy files, or of images with --preprocess (an
+// image_preprocess model's folder): see server/calibration_set.h.
 #pragma once
 
 #include <string>
@@ -17,6 +16,8 @@ namespace inferd {
 struct QuantizeFlags {
   std::string model;
   std::string calibration_dir;
+  std::string preprocess_model;  // an image_preprocess model's folder: the calibration set is images
+  size_t images_per_batch = 32;
   std::string method = "percentile";
   double percentile = 99.999;
   std::string out;  // default: MODEL.int8.onnx next to the model

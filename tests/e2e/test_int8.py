@@ -134,3 +134,85 @@ def test_bad_calibration_input_gets_clear_errors(digits, tmp_path):
     relu.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
     result = quantize(relu, digits / "calibration", out)
     assert result.returncode == 1 and "no Conv, MatMul or Gemm" in result.stderr
+
+
+DIGITS_PREPROCESS = """
+    backend: "image_preprocess"
+    max_batch_size: 32
+    input [ { name: "IMAGE", data_type: TYPE_STRING, dims: [ 1 ] } ]
+    output [ { name: "PIXELS", data_type: TYPE_FP32, dims: [ 1, 8, 8 ] } ]
+    parameters [
+      { key: "resize" value: { string_value: "plain" } },
+      { key: "scale" value: { string_value: "0.004166666666666667" } } ]
+    """
+
+
+@pytest.fixture(scope="module")
+def digit_images(digits, tmp_path_factory):
+    """The calibration batches as gray PNGs, pixel = 15 x the digit's 0-16 level, and an
+    image_preprocess model (scale 1/240) that turns them back into exactly the model's input."""
+    image = pytest.importorskip("PIL.Image")
+    root = tmp_path_factory.mktemp("digit_images")
+    (root / "images").mkdir()
+    index = 0
+    for batch in sorted((digits / "calibration").glob("*.npy")):
+        for sample in np.load(batch):
+            levels = np.rint(sample[0] * 16).astype(np.uint8)
+            image.fromarray(levels * 15, mode="L").save(root / "images" / f"digit_{index:04d}.png")
+            index += 1
+    (root / "preprocess").mkdir()
+    (root / "preprocess" / "config.pbtxt").write_text(DIGITS_PREPROCESS)
+    return root
+
+
+def test_images_calibrate_through_image_preprocess_as_the_arrays_do(digits, digit_images, tmp_path):
+    from_images = quantize(digits / "model.onnx", digit_images / "images", tmp_path / "images.onnx", "--preprocess",
+                           str(digit_images / "preprocess"), "--batch-size", "32", "--method", "minmax", "--verbose")
+    assert from_images.returncode == 0, from_images.stderr
+    assert "calibrated on 10 batches" in from_images.stdout
+    from_arrays = quantize(digits / "model.onnx", digits / "calibration", tmp_path / "arrays.onnx", "--method", "minmax",
+                           "--verbose")
+    assert from_arrays.returncode == 0, from_arrays.stderr
+    # The same pixels, so the same ranges, activation by activation.
+    ranges = lambda out: [line for line in out.splitlines() if line and not line.startswith("quantized")]
+    assert len(ranges(from_images.stdout)) > 4
+    assert ranges(from_images.stdout) == ranges(from_arrays.stdout)
+
+    labels = np.load(digits / "test_y.npy")
+    run_model(digits / "model.onnx", digits / "test_x.npy", tmp_path / "fp32")
+    run_model(tmp_path / "images.onnx", digits / "test_x.npy", tmp_path / "int8")
+    fp32 = (np.load(tmp_path / "fp32" / "logits.npy").argmax(1) == labels).mean()
+    int8 = (np.load(tmp_path / "int8" / "logits.npy").argmax(1) == labels).mean()
+    assert abs(int8 - fp32) <= 0.005
+
+
+def test_bad_image_calibration_gets_clear_errors(digits, digit_images, tmp_path):
+    out = tmp_path / "q.onnx"
+    preprocess = ["--preprocess", str(digit_images / "preprocess")]
+    no_images = quantize(digits / "model.onnx", digits / "calibration", out, *preprocess)
+    assert no_images.returncode == 2 and "no .jpg, .jpeg or .png images" in no_images.stderr
+
+    broken = tmp_path / "broken"
+    shutil.copytree(digit_images / "images", broken)
+    (broken / "digit_0040.png").write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    result = quantize(digits / "model.onnx", broken, out, *preprocess)
+    assert result.returncode == 1 and "digit_0040.png" in result.stderr and "calibration batch 1" in result.stderr
+
+    identity = tmp_path / "identity"
+    identity.mkdir()
+    (identity / "config.pbtxt").write_text("""
+        backend: "identity"
+        input [ { name: "IMAGE", data_type: TYPE_STRING, dims: [ 1 ] } ]
+        output [ { name: "OUT", data_type: TYPE_STRING, dims: [ 1 ] } ]""")
+    result = quantize(digits / "model.onnx", digit_images / "images", out, "--preprocess", str(identity))
+    assert result.returncode == 2 and "image_preprocess" in result.stderr
+
+    mismatch = tmp_path / "mismatch"
+    mismatch.mkdir()
+    (mismatch / "config.pbtxt").write_text(DIGITS_PREPROCESS.replace("dims: [ 1, 8, 8 ]", "dims: [ 3, 8, 8 ]"))
+    result = quantize(digits / "model.onnx", digit_images / "images", out, "--preprocess", str(mismatch))
+    assert result.returncode == 1 and "calibration batch 0" in result.stderr
+    assert not out.exists()
+
+    alone = quantize(digits / "model.onnx", digits / "calibration", out, "--batch-size", "8")
+    assert alone.returncode != 0 and "preprocess" in alone.stderr

@@ -79,10 +79,13 @@ StatusOr<QuantizeReport> QuantizeModel(const std::filesystem::path& model_path, 
   for (size_t i = 0; i < session->input_count(); ++i) input_names.push_back(session->input(i).name);
   std::vector<Tensor> outputs;
   for (size_t i = 0; i < batch_count; ++i) {
-    ASSIGN_OR_RETURN(std::vector<Tensor> inputs, batch(i, input_names));
+    const std::string which = "calibration batch " + std::to_string(i);
+    auto read = batch(i, input_names);
+    if (!read.ok()) return read.status().WithPrefix(which);
+    std::vector<Tensor> inputs = std::move(read).value();
     AddMissingBatchDims(*session, &inputs);
     Status run = session->Run(inputs, &outputs);
-    if (!run.ok()) return run.WithPrefix("calibration batch " + std::to_string(i));
+    if (!run.ok()) return run.WithPrefix(which);
     for (Probe& probe : probes) {
       const Tensor& seen = probe.is_input ? inputs[probe.index] : outputs[probe.index];
       RETURN_IF_ERROR(Observe(seen, probe.name, &probe.range));
