@@ -111,23 +111,30 @@ void QuantizeDequantize(GraphBuilder& b, const std::string& x, float scale, bool
   b.Op("DequantizeLinear", {x + "_q", x + "_s", x + "_z"}, {x + "_dq"});
 }
 
-// A weight `w` as int8 through DequantizeLinear (per channel of `axis` when `per_channel`).
-void Weight(GraphBuilder& b, const std::string& w, const Shape& shape, bool per_channel, uint32_t seed, int axis = 0) {
+// A weight `w` as int8 through DequantizeLinear (per channel of `axis` when `per_channel`), with
+// a per-tensor zero point when `zero_point` is not 0 (asymmetric weights).
+void Weight(GraphBuilder& b, const std::string& w, const Shape& shape, bool per_channel, uint32_t seed, int axis = 0,
+            int zero_point = 0) {
   b.Constant(w + "_q", Int8(shape, seed));
   const int64_t channels = shape[static_cast<size_t>(axis)];
   std::vector<float> scales(per_channel ? static_cast<size_t>(channels) : 1);
   for (size_t c = 0; c < scales.size(); ++c) scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
   b.Constant(w + "_s", per_channel ? Filled<float>(DataType::kFp32, {channels}, scales) : Scalar(scales[0]));
-  b.Op("DequantizeLinear", {w + "_q", w + "_s"}, {w}, {{"axis", Int(axis)}});
+  if (zero_point == 0) {
+    b.Op("DequantizeLinear", {w + "_q", w + "_s"}, {w}, {{"axis", Int(axis)}});
+  } else {
+    b.Constant(w + "_z", Filled<int8_t>(DataType::kInt8, {}, {static_cast<int8_t>(zero_point)}));
+    b.Op("DequantizeLinear", {w + "_q", w + "_s", w + "_z"}, {w}, {{"axis", Int(axis)}});
+  }
 }
 
 // x (signed) -> Conv 3x3 16->32 + fp32 bias, Relu -> Conv 1x1 32->32 + int32 bias -> + a1 (residual)
 // -> Conv 3x3 stride 2 32->8 -> y: every activation and weight through QDQ.
-Graph QdqConvolutions(int first_zero_point = 0) {
+Graph QdqConvolutions(int first_weight_zero_point = 0) {
   GraphBuilder b;
   b.Input("x");
-  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true, first_zero_point);
-  Weight(b, "w1", {32, 16, 3, 3}, true, 1);
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {32, 16, 3, 3}, false, 1, 0, first_weight_zero_point);
   b.Constant("b1", Random({32}, 2, -0.2f, 0.2f));
   b.Op("Conv", {"x_dq", "w1", "b1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}}).Op("Relu", {"c1"}, {"a1"});
   QuantizeDequantize(b, "a1", 0.004f, false);
@@ -142,16 +149,25 @@ Graph QdqConvolutions(int first_zero_point = 0) {
   return b.graph();
 }
 
+// Activation quantisation: our quantiser's (zero points 0, int8 where negative) or ONNX
+// Runtime's (uint8 with a zero point wherever the range dips below 0).
+struct ActivationZeroPoints {
+  bool x_signed = true;
+  int x = 0, h1 = 0;
+};
+constexpr ActivationZeroPoints kSymmetric{};
+constexpr ActivationZeroPoints kAsymmetricUint8{.x_signed = false, .x = 128, .h1 = 40};
+
 // x -> Conv 3x3 + HardSwish -> Conv 1x1 + Relu -> Conv 3x3 -> y, each Conv the only reader of the
-// one before: the first two write their outputs quantised (int8 after HardSwish, which dips
-// below zero; uint8 after Relu) for the next.
-Graph QdqChain() {
+// one before: the first two write their outputs quantised (after HardSwish, which dips below
+// zero, int8, or uint8 with a zero point; uint8 after Relu) for the next.
+Graph QdqChain(const ActivationZeroPoints& zero_points = kSymmetric) {
   GraphBuilder b;
   b.Input("x");
-  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  QuantizeDequantize(b, "x", 1.f / 127, zero_points.x_signed, zero_points.x);
   Weight(b, "w1", {32, 16, 3, 3}, true, 11);
   b.Op("Conv", {"x_dq", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}}).Op("HardSwish", {"c1"}, {"h1"});
-  QuantizeDequantize(b, "h1", 0.003f, /*is_signed=*/true);
+  QuantizeDequantize(b, "h1", 0.003f, /*is_signed=*/zero_points.h1 == 0, zero_points.h1);
   Weight(b, "w2", {32, 32, 1, 1}, true, 12);
   b.Op("Conv", {"h1_dq", "w2"}, {"c2"}).Op("Relu", {"c2"}, {"a2"});
   QuantizeDequantize(b, "a2", 0.0005f, /*is_signed=*/false);
@@ -161,16 +177,45 @@ Graph QdqChain() {
 }
 
 // x [6, 32] -> MatMul (B [32, 16], per column) -> Relu -> Gemm (transB, B [8, 16] per row, C) -> y.
-Graph QdqProducts() {
+Graph QdqProducts(const ActivationZeroPoints& zero_points = kSymmetric) {
   GraphBuilder b;
   b.Input("x");
-  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  QuantizeDequantize(b, "x", 1.f / 127, zero_points.x_signed, zero_points.x);
   Weight(b, "w1", {32, 16}, true, 21, /*axis=*/1);
   b.Op("MatMul", {"x_dq", "w1"}, {"m"}).Op("Relu", {"m"}, {"r"});
   QuantizeDequantize(b, "r", 0.0004f, /*is_signed=*/false);
   Weight(b, "w2", {8, 16}, true, 22, /*axis=*/0);
   b.Constant("c", Random({8}, 23, -0.05f, 0.05f));
   b.Op("Gemm", {"r_dq", "w2", "c"}, {"y"}, {{"transB", Int(1)}}).Output("y");
+  return b.graph();
+}
+
+// QOperator form (what ONNX Runtime's quantiser writes with QuantFormat.QOperator): x ->
+// QuantizeLinear (uint8, zero point 128) -> QLinearConv 3x3 (per-channel weights, int32 bias;
+// output uint8 with zero point 40) -> MaxPool 2x2 on the uint8 values -> QLinearConv 1x1
+// (per-tensor weights; int8 output) -> DequantizeLinear -> y.
+Graph QLinearConvolutions() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("x_s", Scalar(1.f / 127)).Constant("x_z", Filled<uint8_t>(DataType::kUint8, {}, {128}));
+  b.Op("QuantizeLinear", {"x", "x_s", "x_z"}, {"x_q"});
+  b.Constant("w1", Int8({32, 16, 3, 3}, 31));
+  std::vector<float> w1_scales(32);
+  for (size_t c = 0; c < w1_scales.size(); ++c) w1_scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
+  b.Constant("w1_s", Filled<float>(DataType::kFp32, {32}, w1_scales));
+  b.Constant("w1_z", Filled<int8_t>(DataType::kInt8, {32}, std::vector<int8_t>(32, 0)));
+  b.Constant("y1_s", Scalar(0.004f)).Constant("y1_z", Filled<uint8_t>(DataType::kUint8, {}, {40}));
+  std::vector<int32_t> bias(32);
+  for (size_t c = 0; c < bias.size(); ++c) bias[c] = static_cast<int32_t>(c * 37) - 500;
+  b.Constant("b1", Filled<int32_t>(DataType::kInt32, {32}, bias));
+  b.Op("QLinearConv", {"x_q", "x_s", "x_z", "w1", "w1_s", "w1_z", "y1_s", "y1_z", "b1"}, {"y1"},
+       {{"pads", Ints({1, 1, 1, 1})}});
+  b.Constant("w2", Int8({8, 32, 1, 1}, 32)).Constant("w2_s", Scalar(0.003f));
+  b.Constant("w2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+  b.Constant("y2_s", Scalar(0.002f)).Constant("y2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+  b.Op("MaxPool", {"y1"}, {"p1"}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}});
+  b.Op("QLinearConv", {"p1", "y1_s", "y1_z", "w2", "w2_s", "w2_z", "y2_s", "y2_z"}, {"y2"});
+  b.Op("DequantizeLinear", {"y2", "y2_s", "y2_z"}, {"y"}).Output("y");
   return b.graph();
 }
 
@@ -202,7 +247,7 @@ Outputs RunBothWays(const Graph& graph, const Shape& x_shape = {2, 16, 10, 10}) 
     if (op == "Conv" || op == "MatMul" || op == "Gemm") result.conv_implementations.push_back((*fused)->kernel(i).Implementation());
   }
   for (const auto& [pass, count] : (*fused)->optimization().rewrites) {
-    if (pass == "fuse_qdq_conv" || pass == "fuse_qdq_matmul") result.fusions += count;
+    if (pass == "fuse_qdq_conv" || pass == "fuse_qdq_matmul" || pass == "fuse_qlinear_conv") result.fusions += count;
     if (pass == "fuse_int8_requantize") result.requantized = count;
   }
   return result;
@@ -251,9 +296,40 @@ TEST(Int8Test, FusedQdqMatMulAndGemmRunInInt8AndMatchTheQdqGraph) {
   EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
 }
 
-// A zero point the int8 kernels cannot take stays a QDQ graph run as written.
-TEST(Int8Test, ANonZeroActivationZeroPointRunsAsWritten) {
-  const Outputs out = RunBothWays(QdqConvolutions(/*first_zero_point=*/3));
+// ONNX Runtime's quantiser writes uint8 activations with a zero point wherever the range dips
+// below 0. They fuse too: oneDNN subtracts the zero point (padding counts as a real 0, which a
+// wrong padding value would show at the 3x3 layers' borders, x's zero point being 128), and a
+// requantised output gets its reader's zero point added.
+TEST(Int8Test, AsymmetricUint8ActivationsFuseAndMatchTheQdqGraph) {
+  const Outputs chain = RunBothWays(QdqChain(kAsymmetricUint8));
+  EXPECT_EQ(chain.fusions, 3);
+  EXPECT_EQ(chain.requantized, 2);
+  EXPECT_LT(RelativeError(chain.fused, chain.reference), 0.01f);
+  const Outputs products = RunBothWays(QdqProducts(kAsymmetricUint8), {6, 32});
+  EXPECT_EQ(products.fusions, 2);
+  for (const std::string& implementation : products.conv_implementations) {
+    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
+  }
+  EXPECT_LT(RelativeError(products.fused, products.reference), 0.01f);
+}
+
+// QLinearConv runs on the same int8 kernel: input taken as quantised, output requantised.
+TEST(Int8Test, QLinearConvolutionsRunInInt8AndMatchTheReference) {
+  const Outputs out = RunBothWays(QLinearConvolutions());
+  ASSERT_EQ(out.fused.shape, (Shape{2, 8, 5, 5}));
+  EXPECT_EQ(out.fusions, 2);
+  ASSERT_EQ(out.conv_implementations.size(), 2u);
+  for (const std::string& implementation : out.conv_implementations) {
+    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
+  }
+  // Integer outputs: the int32 sums are exact; at most a rounding boundary crossed per layer.
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
+// Asymmetric weights (a weight zero point) the int8 kernels cannot take: that Conv stays a QDQ
+// graph run as written.
+TEST(Int8Test, AsymmetricWeightsRunAsWritten) {
+  const Outputs out = RunBothWays(QdqConvolutions(/*first_weight_zero_point=*/3));
   EXPECT_EQ(out.fusions, 2);  // the other two
   ASSERT_EQ(out.conv_implementations.size(), 3u);
   EXPECT_EQ(std::count_if(out.conv_implementations.begin(), out.conv_implementations.end(),

@@ -57,8 +57,14 @@ bool ReadsBlocked(const Graph& graph, const Node& node, const std::vector<bool>&
     if (node.inputs.size() > 3 && is_blocked(node.inputs.size() - 1)) blocked_inputs->push_back(node.inputs.size() - 1);
     return true;
   }
-  // The other ops keep their input's layout.
+  // The other ops keep their input's layout, for FP32 only: what an int8 Conv writes quantised
+  // (QLinearConv's output read by a MaxPool) goes back to plain for them.
   if (!*blocked_output) return false;
+  for (ValueId input : node.inputs) {
+    if (input == kNoValue) continue;
+    const DataType type = graph.value(input).dtype;
+    if (type == DataType::kUint8 || type == DataType::kInt8) return false;
+  }
   if (!IsDefaultDomain(node) && !(node.domain == kInferdDomain && node.op_type == "Swish")) return false;
   if (kUnary.count(node.op_type) || node.op_type == "Swish" || kPools.count(node.op_type)) {
     if (node.inputs.size() != 1 || !is_blocked(0)) return false;

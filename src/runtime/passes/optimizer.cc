@@ -10,6 +10,8 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       // into fp32 weights, and the model would run in fp32 what its file says is int8.
       {"fuse_qdq_conv", FuseQdqConv, /*needs_onednn=*/true},
       {"fuse_qdq_matmul", FuseQdqMatMul, /*needs_onednn=*/true},
+      // Models quantised in QOperator form (QLinearConv) take the same int8 kernel.
+      {"fuse_qlinear_conv", FuseQLinearConv, /*needs_onednn=*/true},
       // Constants first, so that BatchNorm parameters, Clip bounds, reshape targets and Dropout's
       // training_mode computed from constants are initializers by the time the others look.
       {"fold_constants", FoldConstants},

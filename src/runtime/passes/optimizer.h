@@ -18,6 +18,7 @@ StatusOr<int> EliminateIdentities(Graph* graph);
 StatusOr<int> FoldConstants(Graph* graph);
 StatusOr<int> FuseQdqConv(Graph* graph);
 StatusOr<int> FuseQdqMatMul(Graph* graph);
+StatusOr<int> FuseQLinearConv(Graph* graph);
 StatusOr<int> FuseInt8Requantize(Graph* graph);
 StatusOr<int> FoldShapes(Graph* graph);
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph);

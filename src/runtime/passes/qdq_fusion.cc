@@ -10,9 +10,10 @@
 // and the readers take it as it is: half the bytes written and read, and no quantising reorder.
 // The QDQ graph rounds the fp32 result (after its activation) to that scale; so does the kernel.
 //
-// Fused only where the kernel is exact: activation zero point 0 (uint8 after Relu, int8
-// otherwise), symmetric weights (zero points 0) per tensor or per output channel. Other QDQ graphs
-// run as written, on the reference QuantizeLinear/DequantizeLinear and an fp32 Conv.
+// Fused only where the kernel is exact: activations per tensor with any zero point (ours write 0;
+// ONNX Runtime's quantiser writes asymmetric uint8), symmetric weights (zero points 0) per tensor
+// or per output channel. Other QDQ graphs run as written, on the reference
+// QuantizeLinear/DequantizeLinear and an fp32 Conv.
 #include <algorithm>
 #include <cmath>
 
@@ -33,12 +34,12 @@ bool AllZero(const Tensor& t) {
   return std::all_of(values.begin(), values.end(), [](T v) { return v == 0; });
 }
 
-// A constant zero point that is all zeros (absent counts: ONNX's default is uint8 0); its type says
-// whether the quantised values are signed.
-bool ZeroPointIsZero(const Graph& graph, const Node& node, bool* is_signed) {
+// A zero point input (kNoValue when absent: ONNX's default, uint8 0) that is a constant of all
+// zeros; its type says whether the quantised values are signed.
+bool ZeroPointIsZero(const Graph& graph, ValueId id, bool* is_signed) {
   *is_signed = false;
-  if (!node.HasInput(2)) return true;
-  const Tensor* zp = ConstantOf(graph, node.inputs[2]);
+  if (id == kNoValue) return true;
+  const Tensor* zp = ConstantOf(graph, id);
   if (zp == nullptr) return false;
   switch (zp->dtype) {
     case DataType::kInt8:
@@ -53,6 +54,9 @@ bool ZeroPointIsZero(const Graph& graph, const Node& node, bool* is_signed) {
   }
 }
 
+// Input i of `node`, or kNoValue when it has none.
+ValueId OptionalInput(const Node& node, size_t i) { return node.HasInput(i) ? node.inputs[i] : kNoValue; }
+
 std::optional<std::vector<float>> ScalesOf(const Graph& graph, ValueId id) {
   const Tensor* t = ConstantOf(graph, id);
   if (t == nullptr || t->dtype != DataType::kFp32 || t->shape.size() > 1) return std::nullopt;
@@ -63,12 +67,31 @@ std::optional<std::vector<float>> ScalesOf(const Graph& graph, ValueId id) {
   return scales;
 }
 
+// A per-tensor constant zero point (kNoValue when absent: ONNX's default, uint8 0), or nullopt;
+// its type says whether the quantised values are signed.
+std::optional<int32_t> ScalarZeroPoint(const Graph& graph, ValueId id, bool* is_signed) {
+  *is_signed = false;
+  if (id == kNoValue) return 0;
+  const Tensor* zp = ConstantOf(graph, id);
+  if (zp == nullptr || ElementsOf(*zp) != 1) return std::nullopt;
+  switch (zp->dtype) {
+    case DataType::kInt8:
+      *is_signed = true;
+      return zp->values<int8_t>()[0];
+    case DataType::kUint8:
+      return zp->values<uint8_t>()[0];
+    default:
+      return std::nullopt;
+  }
+}
+
 // The activation side: Conv input <- DequantizeLinear <- QuantizeLinear(x) with the same scale and
 // zero point. Returns x and the quantisation, or nullopt.
 struct QuantizedInput {
   ValueId x = kNoValue;
   float scale = 1;
   bool is_signed = false;
+  int32_t zero_point = 0;
 };
 std::optional<QuantizedInput> MatchInput(const Graph& graph, const std::vector<int>& producers, ValueId value) {
   if (value == kNoValue || producers[value] < 0) return std::nullopt;
@@ -78,14 +101,16 @@ std::optional<QuantizedInput> MatchInput(const Graph& graph, const std::vector<i
   if (!IsOp(q, "QuantizeLinear") || !q.HasInput(0) || !q.HasInput(1)) return std::nullopt;
   const auto dq_scale = ScalesOf(graph, dq.inputs[1]), q_scale = ScalesOf(graph, q.inputs[1]);
   bool dq_signed = false, q_signed = false;
-  if (!dq_scale || !q_scale || dq_scale->size() != 1 || *dq_scale != *q_scale ||
-      !ZeroPointIsZero(graph, dq, &dq_signed) || !ZeroPointIsZero(graph, q, &q_signed) || dq_signed != q_signed) {
+  const auto dq_zero = ScalarZeroPoint(graph, OptionalInput(dq, 2), &dq_signed);
+  const auto q_zero = ScalarZeroPoint(graph, OptionalInput(q, 2), &q_signed);
+  if (!dq_scale || !q_scale || dq_scale->size() != 1 || *dq_scale != *q_scale || !dq_zero || !q_zero ||
+      *dq_zero != *q_zero || dq_signed != q_signed) {
     return std::nullopt;
   }
   // Intermediate types may be known only after shape inference; the kernel checks FP32 at run time.
   const DataType x_type = graph.value(q.inputs[0]).dtype;
   if (x_type != DataType::kFp32 && x_type != DataType::kInvalid) return std::nullopt;
-  return QuantizedInput{.x = q.inputs[0], .scale = (*q_scale)[0], .is_signed = q_signed};
+  return QuantizedInput{.x = q.inputs[0], .scale = (*q_scale)[0], .is_signed = q_signed, .zero_point = *q_zero};
 }
 
 // The weights side: DequantizeLinear(constant int8 W, scales per tensor or along `channel_axis`).
@@ -101,7 +126,7 @@ std::optional<QuantizedWeights> MatchWeights(const Graph& graph, const std::vect
   const Tensor* w = ConstantOf(graph, dq.inputs[0]);
   const auto scales = ScalesOf(graph, dq.inputs[1]);
   bool is_signed = false;
-  if (w == nullptr || w->dtype != DataType::kInt8 || !scales || !ZeroPointIsZero(graph, dq, &is_signed)) return std::nullopt;
+  if (w == nullptr || w->dtype != DataType::kInt8 || !scales || !ZeroPointIsZero(graph, OptionalInput(dq, 2), &is_signed)) return std::nullopt;
   if (scales->size() > 1) {
     const auto rank = static_cast<int64_t>(w->shape.size());
     int64_t axis = dq.Int("axis", 1).value_or(1);
@@ -130,7 +155,7 @@ std::optional<Tensor> BiasInSumUnits(const Graph& graph, const std::vector<int>&
     bool is_signed = false;
     if (q == nullptr || q->dtype != DataType::kInt32 || ElementsOf(*q) != channels || !scales ||
         (scales->size() != 1 && static_cast<int64_t>(scales->size()) != channels) ||
-        !ZeroPointIsZero(graph, dq, &is_signed)) {
+        !ZeroPointIsZero(graph, OptionalInput(dq, 2), &is_signed)) {
       return std::nullopt;
     }
     for (int64_t c = 0; c < channels; ++c) real[c] = static_cast<double>(q->values<int32_t>()[c]) * (*scales)[scales->size() == 1 ? 0 : c];
@@ -147,7 +172,33 @@ std::optional<Tensor> BiasInSumUnits(const Graph& graph, const std::vector<int>&
 void SetInt8Attributes(const Int8Params& params, Node* node) {
   node->attributes[kInt8InputScale] = Attribute{.kind = Attribute::Kind::kFloat, .f = params.x_scale};
   node->attributes[kInt8InputSigned] = Attribute{.kind = Attribute::Kind::kInt, .i = params.x_signed ? 1 : 0};
+  if (params.x_zero_point != 0) node->attributes[kInt8InputZeroPoint] = Attribute{.kind = Attribute::Kind::kInt, .i = params.x_zero_point};
   node->attributes[kInt8WeightScales] = Attribute{.kind = Attribute::Kind::kFloats, .floats = params.w_scales};
+  if (params.y_scale) {
+    node->attributes[kInt8OutputScale] = Attribute{.kind = Attribute::Kind::kFloat, .f = *params.y_scale};
+    node->attributes[kInt8OutputSigned] = Attribute{.kind = Attribute::Kind::kInt, .i = params.y_signed ? 1 : 0};
+    if (params.y_zero_point != 0) node->attributes[kInt8OutputZeroPoint] = Attribute{.kind = Attribute::Kind::kInt, .i = params.y_zero_point};
+  }
+}
+
+// QLinearConv's quantisation, when every scale and zero point is a constant the int8 kernel takes:
+// x and y per tensor, int8 weights per tensor or per output channel with zero points 0.
+std::optional<Int8Params> QLinearConvParams(const Graph& graph, const Node& node) {
+  const auto x_scale = ScalesOf(graph, node.inputs[1]);
+  const auto w_scales = ScalesOf(graph, node.inputs[4]);
+  const auto y_scale = ScalesOf(graph, node.inputs[6]);
+  const Tensor* w = ConstantOf(graph, node.inputs[3]);
+  bool x_signed = false, w_signed = false, y_signed = false;
+  const auto x_zero = ScalarZeroPoint(graph, node.inputs[2], &x_signed);
+  const auto y_zero = ScalarZeroPoint(graph, node.inputs[7], &y_signed);
+  if (!x_scale || x_scale->size() != 1 || !y_scale || y_scale->size() != 1 || !w_scales || !x_zero || !y_zero ||
+      w == nullptr || w->dtype != DataType::kInt8 || w->shape.size() < 3 || w->shape.size() > 5 ||
+      (w_scales->size() != 1 && static_cast<int64_t>(w_scales->size()) != w->shape[0]) ||
+      !ZeroPointIsZero(graph, node.inputs[5], &w_signed)) {
+    return std::nullopt;
+  }
+  return Int8Params{.x_scale = (*x_scale)[0], .x_signed = x_signed, .x_zero_point = *x_zero, .w_scales = *w_scales,
+                    .y_scale = (*y_scale)[0], .y_signed = y_signed, .y_zero_point = *y_zero};
 }
 
 }  // namespace
@@ -163,7 +214,8 @@ StatusOr<int> FuseQdqConv(Graph* graph) {
     if (!weights) continue;
     const Tensor& w = graph->initializers.at(weights->w);
     if (w.shape.size() < 3 || w.shape.size() > 5) continue;
-    const Int8Params params{.x_scale = input->scale, .x_signed = input->is_signed, .w_scales = weights->scales};
+    const Int8Params params{.x_scale = input->scale, .x_signed = input->is_signed, .x_zero_point = input->zero_point,
+                            .w_scales = weights->scales};
     std::optional<Tensor> bias;
     if (conv.HasInput(2)) {
       bias = BiasInSumUnits(*graph, producers, conv.inputs[2], w.shape[0], params);
@@ -174,6 +226,39 @@ StatusOr<int> FuseQdqConv(Graph* graph) {
     if (bias) fused.inputs.push_back(AddInitializer(graph, conv.name + "/int8_bias_" + std::to_string(n), std::move(*bias)));
     SetInt8Attributes(params, &fused);
     graph->nodes[n] = std::move(fused);
+    ++rewrites;
+  }
+  if (rewrites > 0) EraseDeadNodes(graph);
+  return rewrites;
+}
+
+// QLinearConv (ONNX's quantised convolution: ONNX Runtime's QOperator format, TFLite converters)
+// is the fused int8 Conv reading an input already quantised and writing its output requantised:
+// the same node, once its scales and zero points are constants. Its int32 bias is already in the
+// sums' units.
+StatusOr<int> FuseQLinearConv(Graph* graph) {
+  int rewrites = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& node = graph->nodes[n];
+    if (!IsOp(node, "QLinearConv") || node.inputs.size() < 8 || node.outputs.size() != 1) continue;
+    const std::optional<Int8Params> params = QLinearConvParams(*graph, node);
+    if (!params) continue;
+    const int64_t channels = graph->initializers.at(node.inputs[3]).shape[0];
+    std::optional<Tensor> bias;
+    if (node.HasInput(8)) {
+      const Tensor* b = ConstantOf(*graph, node.inputs[8]);
+      if (b == nullptr || b->dtype != DataType::kInt32 || ElementsOf(*b) != channels) continue;
+      bias.emplace();
+      float* out = AllocateOutputAs<float>(&*bias, DataType::kFp32, {channels}).value();
+      for (int64_t c = 0; c < channels; ++c) out[c] = static_cast<float>(b->values<int32_t>()[c]);
+    }
+    Node fused = node;
+    fused.op_type = "Conv";
+    fused.inputs = {node.inputs[0], node.inputs[3]};
+    if (bias) fused.inputs.push_back(AddInitializer(graph, node.name + "/int8_bias_" + std::to_string(n), std::move(*bias)));
+    SetInt8Attributes(*params, &fused);
+    graph->values[static_cast<size_t>(node.outputs[0])].dtype = params->y_signed ? DataType::kInt8 : DataType::kUint8;
+    node = std::move(fused);
     ++rewrites;
   }
   if (rewrites > 0) EraseDeadNodes(graph);
@@ -198,7 +283,8 @@ StatusOr<int> FuseQdqMatMul(Graph* graph) {
     const auto weights = input ? MatchWeights(*graph, producers, node.inputs[1], channel_axis) : std::nullopt;
     if (!weights || graph->initializers.at(weights->w).shape.size() != 2) continue;
     const int64_t channels = graph->initializers.at(weights->w).shape[static_cast<size_t>(channel_axis)];
-    const Int8Params params{.x_scale = input->scale, .x_signed = input->is_signed, .w_scales = weights->scales};
+    const Int8Params params{.x_scale = input->scale, .x_signed = input->is_signed, .x_zero_point = input->zero_point,
+                            .w_scales = weights->scales};
     std::optional<Tensor> bias;
     if (is_gemm && node.HasInput(2)) {
       bias = BiasInSumUnits(*graph, producers, node.inputs[2], channels, params);  // as for Conv: oneDNN 2.6 adds it before the scale
@@ -234,7 +320,8 @@ StatusOr<int> FuseInt8Requantize(Graph* graph) {
       auto params = ReadInt8Params(reader);
       const bool reads_as_x = IsOp(reader, "Conv") && params.ok() && params->has_value() &&
                               std::count(reader.inputs.begin(), reader.inputs.end(), y) == 1 && reader.inputs[0] == y;
-      if (!reads_as_x || (readers && ((*params)->x_scale != readers->x_scale || (*params)->x_signed != readers->x_signed))) {
+      if (!reads_as_x || (readers && ((*params)->x_scale != readers->x_scale || (*params)->x_signed != readers->x_signed ||
+                                      (*params)->x_zero_point != readers->x_zero_point))) {
         all_int8_readers = false;
         break;
       }
@@ -243,6 +330,9 @@ StatusOr<int> FuseInt8Requantize(Graph* graph) {
     if (!all_int8_readers || !readers) continue;
     producer.attributes[kInt8OutputScale] = Attribute{.kind = Attribute::Kind::kFloat, .f = readers->x_scale};
     producer.attributes[kInt8OutputSigned] = Attribute{.kind = Attribute::Kind::kInt, .i = readers->x_signed ? 1 : 0};
+    if (readers->x_zero_point != 0) {
+      producer.attributes[kInt8OutputZeroPoint] = Attribute{.kind = Attribute::Kind::kInt, .i = readers->x_zero_point};
+    }
     graph->values[static_cast<size_t>(y)].dtype = readers->x_signed ? DataType::kInt8 : DataType::kUint8;
     ++rewrites;
   }

@@ -57,9 +57,11 @@ dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::de
   return dnnl::reorder(ReorderDesc(from, to));
 }
 
-dnnl::reorder MakeScaledReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale) {
+dnnl::reorder MakeScaledReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale,
+                                int32_t zero_point) {
   dnnl::primitive_attr attr = OwnScratchpad();
   attr.set_output_scales(0, {scale});
+  if (zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {zero_point});
   return dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), to, attr));
 }
 

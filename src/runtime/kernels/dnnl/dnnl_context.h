@@ -43,9 +43,11 @@ void RunPrimitive(const dnnl::primitive& primitive, std::unordered_map<int, dnnl
 // (without `reorder`: makes one for this call and drops it).
 dnnl::reorder::primitive_desc ReorderDesc(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
-// A reorder that also multiplies by `scale`, rounding and saturating into an integer `to` (how
-// fp32 activations become int8 for an int8 convolution: scale = 1 / the activation's scale).
-dnnl::reorder MakeScaledReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale);
+// A reorder that also multiplies by `scale` and adds `zero_point`, rounding and saturating into an
+// integer `to` (how fp32 activations become int8 for an int8 convolution: scale = 1 / the
+// activation's scale; QuantizeLinear's rule).
+dnnl::reorder MakeScaledReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale,
+                                int32_t zero_point = 0);
 void RunReorder(const dnnl::reorder& reorder, const dnnl::memory& from, const dnnl::memory& to);
 void RunReorder(const dnnl::memory& from, const dnnl::memory& to);
 

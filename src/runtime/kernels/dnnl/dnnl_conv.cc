@@ -343,7 +343,10 @@ class DnnlConv final : public Kernel {
         dnnl::post_ops ops = plan->post_ops.attr.get_post_ops();
         ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / *int8_->y_scale, 0.0f);
         plan->post_ops.attr.set_post_ops(ops);
+        if (int8_->y_zero_point != 0) plan->post_ops.attr.set_zero_points(DNNL_ARG_DST, 0, {int8_->y_zero_point});
       }
+      // oneDNN subtracts it from every input value and counts padding as the zero point (a real 0).
+      if (int8_->x_zero_point != 0) plan->post_ops.attr.set_zero_points(DNNL_ARG_SRC, 0, {int8_->x_zero_point});
     }
     plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
                        std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
@@ -356,7 +359,9 @@ class DnnlConv final : public Kernel {
     if (int8_) {
       plan->tuning_key += int8_->x_signed ? " int8=s8" : " int8=u8";
       if (x_type != DataType::kFp32) plan->tuning_key += " x=quantised";
+      if (int8_->x_zero_point != 0) plan->tuning_key += " x_zero=" + std::to_string(int8_->x_zero_point);
       if (int8_->y_scale) plan->tuning_key += int8_->y_signed ? " y=s8" : " y=u8";
+      if (int8_->y_zero_point != 0) plan->tuning_key += " y_zero=" + std::to_string(int8_->y_zero_point);
     }
     // Our own kernels read and write the blocked layout only, and an Add's residual in the output's.
     const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
@@ -470,7 +475,7 @@ class DnnlConv final : public Kernel {
     if (c.src_desc != plan->src_desc) {
       c.primitive_src = ScratchMemory(c.src_desc);
       const bool quantises = int8_ && plan->src_desc.data_type() == dnnl::memory::data_type::f32;
-      c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale)
+      c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale, int8_->x_zero_point)
                                 : MakeReorder(plan->src_desc, c.src_desc);
     }
     if (c.dst_desc != plan->dst_desc) {

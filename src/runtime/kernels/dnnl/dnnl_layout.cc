@@ -47,6 +47,14 @@ dnnl::memory::data_type DnnlType(DataType type) {
   }
 }
 
+DataType DataTypeOf(dnnl::memory::data_type type) {
+  switch (type) {
+    case dnnl::memory::data_type::u8: return DataType::kUint8;
+    case dnnl::memory::data_type::s8: return DataType::kInt8;
+    default: return DataType::kFp32;
+  }
+}
+
 std::string LayoutName(const dnnl::memory::desc& desc) {
   const dnnl_memory_desc_t& md = desc.data;
   if (md.format_kind != dnnl_blocked) return "format_kind=" + std::to_string(static_cast<int>(md.format_kind));
@@ -111,7 +119,7 @@ StatusOr<float*> AllocateWithDesc(Tensor* out, const Shape& shape, const dnnl::m
 Status ReorderTensor(const Tensor& src, const dnnl::memory::desc& from, const dnnl::memory::desc& to, Tensor* dst,
                      const dnnl::reorder* reorder) {
   return Guarded("Reorder", [&]() -> Status {
-    ASSIGN_OR_RETURN(float* out, AllocateWithDesc(dst, src.shape, to));
+    ASSIGN_OR_RETURN(void* out, AllocateWithDesc(dst, src.shape, to, DataTypeOf(to.data_type())));
     dnnl::memory from_memory = Wrap(from, src.data.get());
     dnnl::memory to_memory(to, Engine(), out);
     if (reorder != nullptr) {
@@ -167,8 +175,8 @@ Status RunViaPlain(Kernel& plain_kernel, const Layouts& layouts, std::span<const
 namespace inferd::runtime {
 namespace {
 
-// inferd.Reorder: moves a 4-D FP32 value between the plain and the blocked layout. The layout pass
-// puts one at each edge of a blocked chain.
+// inferd.Reorder: moves a 4-D value between the plain and the blocked layout. The layout pass puts
+// one at each edge of a blocked chain: FP32, or (int8 graphs) what an int8 Conv wrote quantised.
 class ReorderKernel final : public Kernel {
  public:
   ReorderKernel(bool to_blocked, bool channels_last) : to_blocked_(to_blocked), channels_last_(channels_last) {}
@@ -176,11 +184,13 @@ class ReorderKernel final : public Kernel {
   Status Run(std::span<const Tensor* const> in, std::span<Tensor> out) override {
     RETURN_IF_ERROR(RequireInputs(in, 1, "Reorder"));
     const Tensor& x = *in[0];
-    if (x.dtype != DataType::kFp32 || x.shape.size() != 4) {
-      return Status::Internal("Reorder: a blocked layout needs a 4-D FP32 tensor, got " + ShapeToString(x.shape));
+    const dnnl::memory::data_type type = dnnl_kernels::DnnlType(x.dtype);
+    if (type == dnnl::memory::data_type::undef || x.shape.size() != 4) {
+      return Status::Internal("Reorder: a blocked layout needs a 4-D FP32, UINT8 or INT8 tensor, got " +
+                              std::string(DataTypeName(x.dtype)) + " " + ShapeToString(x.shape));
     }
-    const dnnl::memory::desc plain = dnnl_kernels::PlainDesc(dnnl_kernels::ToDims(x.shape));
-    const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape, channels_last_);
+    const dnnl::memory::desc plain = dnnl_kernels::PlainDesc(dnnl_kernels::ToDims(x.shape), type);
+    const dnnl::memory::desc blocked = dnnl_kernels::BlockedDesc(x.shape, channels_last_, type);
     const dnnl::memory::desc& from = to_blocked_ ? plain : blocked;
     const dnnl::memory::desc& to = to_blocked_ ? blocked : plain;
     const dnnl::reorder* reorder = nullptr;

@@ -31,6 +31,8 @@ dnnl::memory::desc LayoutDesc(const Shape& shape, bool blocked, bool channels_la
                               dnnl::memory::data_type type = dnnl::memory::data_type::f32);
 // oneDNN's element type for a tensor's (f32, u8, s8; undef for the rest).
 dnnl::memory::data_type DnnlType(DataType type);
+// And back (f32 for the types DnnlType does not map).
+DataType DataTypeOf(dnnl::memory::data_type type);
 
 // A layout's name for a tuning key: its strides and inner blocks (shape-specific; "16@1,16@0" is
 // OIhw16i16o's blocks), or the kind of a non-blocked format.

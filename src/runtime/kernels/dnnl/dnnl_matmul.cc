@@ -45,6 +45,7 @@ struct ConvAlternative {
 struct LowPrecision {
   dnnl::memory::data_type a_type, b_type;
   float a_scale = 1;                 // multiplies A in its conversion (int8: 1 / x_scale)
+  int32_t a_zero_point = 0;          // int8: added to A in its conversion, subtracted by the product
   std::vector<float> output_scales;  // int8 only
   bool int8() const { return !output_scales.empty(); }
 };
@@ -53,7 +54,8 @@ StatusOr<std::optional<LowPrecision>> ReadLowPrecision(const Node& node) {
   using dt = dnnl::memory::data_type;
   ASSIGN_OR_RETURN(std::optional<Int8Params> int8, ReadInt8Params(node));
   if (int8) {
-    return std::optional(LowPrecision{int8->x_signed ? dt::s8 : dt::u8, dt::s8, 1.f / int8->x_scale, int8->OutputScales()});
+    return std::optional(LowPrecision{int8->x_signed ? dt::s8 : dt::u8, dt::s8, 1.f / int8->x_scale, int8->x_zero_point,
+                                      int8->OutputScales()});
   }
   ASSIGN_OR_RETURN(std::string precision, node.String("_precision", "fp32"));
   if (precision == "bf16") return std::optional(LowPrecision{dt::bf16, dt::bf16, 1.f, {}});
@@ -89,13 +91,14 @@ void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored
   const dnnl::memory::desc a_converted = PlainDesc(a_dims, lp.a_type);
   dnnl::primitive_attr attr = plan->post_ops.attr;
   if (lp.int8()) attr.set_output_scales(lp.output_scales.size() > 1 ? 1 << 1 : 0, lp.output_scales);  // per column
+  if (lp.a_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {lp.a_zero_point});
   const dnnl::memory::desc b_any(b_stored.dims(), lp.b_type, dnnl::memory::format_tag::any);
   const auto desc = bias ? dnnl::matmul::desc(a_converted, b_any, *bias, plan->dst_desc)
                          : dnnl::matmul::desc(a_converted, b_any, plan->dst_desc);
   dnnl::matmul::primitive_desc pd(desc, attr, Engine());
   plan->implementation = std::string(pd.impl_info_str()) + (lp.int8() ? " (int8)" : " (bf16)");
   plan->primitive = dnnl::matmul(pd);
-  plan->a_convert = lp.a_scale != 1 ? MakeScaledReorder(plan->a_desc, a_converted, lp.a_scale)
+  plan->a_convert = lp.int8() ? MakeScaledReorder(plan->a_desc, a_converted, lp.a_scale, lp.a_zero_point)
                                     : MakeReorder(plan->a_desc, a_converted);
   plan->a_converted = ScratchMemory(a_converted);
   plan->b_stored_desc = b_stored;
