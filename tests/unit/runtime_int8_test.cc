@@ -219,6 +219,29 @@ Graph QLinearConvolutions() {
   return b.graph();
 }
 
+// QOperator products: x [6, 32] -> QuantizeLinear (uint8, zero point 128) -> QLinearMatMul (B
+// [32, 16] per column; uint8 output, zero point 100) -> QLinearMatMul (B [16, 8] per tensor; int8
+// output) -> DequantizeLinear -> y.
+Graph QLinearProducts() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("x_s", Scalar(1.f / 127)).Constant("x_z", Filled<uint8_t>(DataType::kUint8, {}, {128}));
+  b.Op("QuantizeLinear", {"x", "x_s", "x_z"}, {"x_q"});
+  b.Constant("b1", Int8({32, 16}, 41));
+  std::vector<float> b1_scales(16);
+  for (size_t c = 0; c < b1_scales.size(); ++c) b1_scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
+  b.Constant("b1_s", Filled<float>(DataType::kFp32, {16}, b1_scales));
+  b.Constant("b1_z", Filled<int8_t>(DataType::kInt8, {16}, std::vector<int8_t>(16, 0)));
+  b.Constant("y1_s", Scalar(0.002f)).Constant("y1_z", Filled<uint8_t>(DataType::kUint8, {}, {100}));
+  b.Op("QLinearMatMul", {"x_q", "x_s", "x_z", "b1", "b1_s", "b1_z", "y1_s", "y1_z"}, {"y1"});
+  b.Constant("b2", Int8({16, 8}, 42)).Constant("b2_s", Scalar(0.003f));
+  b.Constant("b2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+  b.Constant("y2_s", Scalar(0.0005f)).Constant("y2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+  b.Op("QLinearMatMul", {"y1", "y1_s", "y1_z", "b2", "b2_s", "b2_z", "y2_s", "y2_z"}, {"y2"});
+  b.Op("DequantizeLinear", {"y2", "y2_s", "y2_z"}, {"y"}).Output("y");
+  return b.graph();
+}
+
 struct Outputs {
   Tensor fused, reference;
   std::vector<std::string> conv_implementations;
@@ -323,6 +346,18 @@ TEST(Int8Test, QLinearConvolutionsRunInInt8AndMatchTheReference) {
     EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
   }
   // Integer outputs: the int32 sums are exact; at most a rounding boundary crossed per layer.
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
+// QLinearMatMul takes the int8 MatMul through its QDQ spelling.
+TEST(Int8Test, QLinearMatMulsRunInInt8AndMatchTheReference) {
+  const Outputs out = RunBothWays(QLinearProducts(), {6, 32});
+  ASSERT_EQ(out.fused.shape, (Shape{6, 8}));
+  EXPECT_EQ(out.fusions, 2);
+  ASSERT_EQ(out.conv_implementations.size(), 2u);
+  for (const std::string& implementation : out.conv_implementations) {
+    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
+  }
   EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
 }
 

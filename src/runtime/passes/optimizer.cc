@@ -8,10 +8,12 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
   static const std::vector<OptimizerPass> passes = {
       // QDQ int8 convolutions first: constant folding would turn DequantizeLinear(int8 weights)
       // into fp32 weights, and the model would run in fp32 what its file says is int8.
+      // Models quantised in QOperator form take the same int8 kernels: QLinearConv directly,
+      // QLinearMatMul through its QDQ spelling.
+      {"fuse_qlinear_conv", FuseQLinearConv, /*needs_onednn=*/true},
+      {"expand_qlinear_matmul", ExpandQLinearMatMul, /*needs_onednn=*/true},
       {"fuse_qdq_conv", FuseQdqConv, /*needs_onednn=*/true},
       {"fuse_qdq_matmul", FuseQdqMatMul, /*needs_onednn=*/true},
-      // Models quantised in QOperator form (QLinearConv) take the same int8 kernel.
-      {"fuse_qlinear_conv", FuseQLinearConv, /*needs_onednn=*/true},
       // Constants first, so that BatchNorm parameters, Clip bounds, reshape targets and Dropout's
       // training_mode computed from constants are initializers by the time the others look.
       {"fold_constants", FoldConstants},

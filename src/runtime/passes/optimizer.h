@@ -19,6 +19,7 @@ StatusOr<int> FoldConstants(Graph* graph);
 StatusOr<int> FuseQdqConv(Graph* graph);
 StatusOr<int> FuseQdqMatMul(Graph* graph);
 StatusOr<int> FuseQLinearConv(Graph* graph);
+StatusOr<int> ExpandQLinearMatMul(Graph* graph);
 StatusOr<int> FuseInt8Requantize(Graph* graph);
 StatusOr<int> FoldShapes(Graph* graph);
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph);

@@ -201,6 +201,21 @@ std::optional<Int8Params> QLinearConvParams(const Graph& graph, const Node& node
                     .y_scale = (*y_scale)[0], .y_signed = y_signed, .y_zero_point = *y_zero};
 }
 
+// Whether QLinearMatMul `node` has what the int8 MatMul takes: constant per-tensor scales and zero
+// points for a and y, a constant 2-D int8 B with zero points 0 and scales per tensor or per column.
+bool QLinearMatMulFuses(const Graph& graph, const Node& node) {
+  if (node.inputs.size() != 8 || node.outputs.size() != 1) return false;
+  const Tensor* b = ConstantOf(graph, node.inputs[3]);
+  const auto a_scale = ScalesOf(graph, node.inputs[1]), b_scales = ScalesOf(graph, node.inputs[4]),
+             y_scale = ScalesOf(graph, node.inputs[6]);
+  bool a_signed = false, b_signed = false, y_signed = false;
+  return b != nullptr && b->dtype == DataType::kInt8 && b->shape.size() == 2 && a_scale && a_scale->size() == 1 &&
+         y_scale && y_scale->size() == 1 && b_scales &&
+         (b_scales->size() == 1 || static_cast<int64_t>(b_scales->size()) == b->shape[1]) &&
+         ScalarZeroPoint(graph, node.inputs[2], &a_signed) && ScalarZeroPoint(graph, node.inputs[7], &y_signed) &&
+         ZeroPointIsZero(graph, node.inputs[5], &b_signed);
+}
+
 }  // namespace
 
 StatusOr<int> FuseQdqConv(Graph* graph) {
@@ -262,6 +277,39 @@ StatusOr<int> FuseQLinearConv(Graph* graph) {
     ++rewrites;
   }
   if (rewrites > 0) EraseDeadNodes(graph);
+  return rewrites;
+}
+
+// QLinearMatMul (QOperator form) with what the int8 MatMul takes becomes its QDQ spelling,
+//   DequantizeLinear(a) -> MatMul <- DequantizeLinear(int8 B); MatMul -> QuantizeLinear -> y,
+// which FuseQdqMatMul then runs in int8 wherever `a` was quantised from fp32 (the previous layer's
+// QuantizeLinear, as in a QOperator chain): the layers between pass fp32 instead of uint8, which
+// costs a product nothing measurable. Other QLinearMatMuls keep the exact reference kernel.
+StatusOr<int> ExpandQLinearMatMul(Graph* graph) {
+  std::vector<Node> nodes;
+  nodes.reserve(graph->nodes.size());
+  int rewrites = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    Node& node = graph->nodes[n];
+    if (!IsOp(node, "QLinearMatMul") || !QLinearMatMulFuses(*graph, node)) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    const std::string prefix = node.name + "/qdq_" + std::to_string(n);
+    auto fp32_value = [&](const std::string& name) { return graph->AddValue({.name = prefix + name, .dtype = DataType::kFp32}); };
+    const ValueId a = fp32_value("/a"), b = fp32_value("/b"), product = fp32_value("/product");
+    Node dequantize_a{.name = prefix + "/dequantize_a", .op_type = "DequantizeLinear",
+                      .inputs = {node.inputs[0], node.inputs[1], node.inputs[2]}, .outputs = {a}};
+    Node dequantize_b{.name = prefix + "/dequantize_b", .op_type = "DequantizeLinear",
+                      .inputs = {node.inputs[3], node.inputs[4], node.inputs[5]}, .outputs = {b}};
+    dequantize_b.attributes["axis"] = Attribute{.kind = Attribute::Kind::kInt, .i = 1};  // per column of B
+    Node matmul{.name = prefix + "/matmul", .op_type = "MatMul", .inputs = {a, b}, .outputs = {product}};
+    Node quantize{.name = prefix + "/quantize", .op_type = "QuantizeLinear",
+                  .inputs = {product, node.inputs[6], node.inputs[7]}, .outputs = node.outputs};
+    for (Node* added : {&dequantize_a, &dequantize_b, &matmul, &quantize}) nodes.push_back(std::move(*added));
+    ++rewrites;
+  }
+  graph->nodes = std::move(nodes);
   return rewrites;
 }
 
