@@ -6,6 +6,7 @@ int8 model's agreement with fp32 (top-1 agreement and relative logit error, L2, 
 inputs). Also the trained digits CNN's accuracy in fp32 and int8 (models/make_digits_cnn.py).
 
   /usr/bin/python3 bench/int8_bench.py [--models resnet50,mobilenet_v3_large,efficientnet_b0] [--rounds 3]
+      [--activations symmetric|asymmetric]
 
 The public models carry random weights (models/make_real_models.py): their agreement numbers say
 how far int8 moves the logits, not accuracy. Needs `bash scripts/setup.sh --bench` and a release build.
@@ -29,7 +30,7 @@ def cpu_flags():
     return " ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags)
 
 
-def quantize(model, shape, work, method):
+def quantize(model, shape, work, method, activations="symmetric"):
     calibration = work / "calibration"
     calibration.mkdir(exist_ok=True)
     rng = np.random.default_rng(1)
@@ -37,7 +38,7 @@ def quantize(model, shape, work, method):
         np.save(calibration / f"b{k:02d}.npy", rng.standard_normal((2, *shape)).astype(np.float32))
     out = model.parent / "model.int8.onnx"
     subprocess.run([eb.INFERD, "quantize", str(model), "--calibration", str(calibration), "--method", method,
-                    "--out", str(out)], check=True, capture_output=True, timeout=1800)
+                    "--activations", activations, "--out", str(out)], check=True, capture_output=True, timeout=1800)
     return out
 
 
@@ -61,11 +62,11 @@ def agreement(fp32_model, int8_model, shape, samples, work):
     return float(np.mean(agree)), float(np.mean(errors))
 
 
-def digits_accuracy(work, method):
+def digits_accuracy(work, method, activations):
     out = work / "digits"
     subprocess.run(["/usr/bin/python3", str(eb.ROOT / "models" / "make_digits_cnn.py"), str(out)], check=True,
                    capture_output=True, timeout=600)
-    q = quantize(out / "model.onnx", (1, 8, 8), out, method)
+    q = quantize(out / "model.onnx", (1, 8, 8), out, method, activations)
     labels = np.load(out / "test_y.npy")
     f_acc = (run_outputs(out / "model.onnx", out / "test_x.npy", out / "f").argmax(1) == labels).mean()
     q_acc = (run_outputs(q, out / "test_x.npy", out / "q").argmax(1) == labels).mean()
@@ -80,15 +81,18 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--samples", type=int, default=500, help="inputs for the agreement with fp32")
     parser.add_argument("--method", default="percentile", choices=["percentile", "entropy", "minmax"])
+    parser.add_argument("--activations", default="symmetric", choices=["symmetric", "asymmetric"],
+                        help="inferd quantize --activations: int8, or uint8 with a zero point, where they go negative")
     args = parser.parse_args()
     names = args.models.split(",")
     eb.ensure_models(names)
     eb.ensure_ort()
-    print(f"CPU flags: {cpu_flags()}; {args.threads} intra-op threads per engine; calibration {args.method}; "
+    print(f"CPU flags: {cpu_flags()}; {args.threads} intra-op threads per engine; calibration {args.method}, "
+          f"{args.activations} activations; "
           f"median of {args.rounds} interleaved rounds\n")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        f_acc, q_acc = digits_accuracy(work, args.method)
+        f_acc, q_acc = digits_accuracy(work, args.method, args.activations)
         print(f"digits CNN (trained, 360 held-out images): fp32 accuracy {f_acc:.4f}, int8 {q_acc:.4f}\n")
         print("| model | int8 b8 img/s | fp32 b8 img/s | ORT fp32 b8 | ORT int8 (same file) b8 | int8/ORT fp32 b8 | "
               "int8/ORT int8 b8 | int8/fp32 b8 | int8 b1 p50 ms | ORT fp32 b1 p50 ms | int8/ORT fp32 b1 latency | "
@@ -97,7 +101,7 @@ def main():
         for name in names:
             model = eb.MODELS_DIR / name / "model.onnx"
             shape = __import__("json").loads((eb.MODELS_DIR / name / "info.json").read_text())["sample_shape"]
-            int8 = quantize(model, shape, work, args.method)
+            int8 = quantize(model, shape, work, args.method, args.activations)
             b8_iterations = max(3, args.iterations // 4)
             rounds = {k: [] for k in ("q8", "f8", "o8", "oq8", "q1", "o1")}
             for _ in range(args.rounds):

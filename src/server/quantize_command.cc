@@ -35,6 +35,11 @@ void AddQuantizeFlags(CLI::App* command, QuantizeFlags* flags) {
   command->add_option("--percentile", flags->percentile, "The percentile of |x| kept by --method percentile")
       ->check(CLI::Range(50.0, 100.0))
       ->capture_default_str();
+  command->add_option("--activations", flags->activations,
+                      "Activations that go negative: symmetric int8 (zero point 0), or asymmetric uint8 with a "
+                      "zero point (as ONNX Runtime's quantiser writes them)")
+      ->check(CLI::IsMember({"symmetric", "asymmetric"}))
+      ->capture_default_str();
   command->add_option("--out", flags->out, "The QDQ model to write (default: MODEL.int8.onnx next to the model)");
   command->add_option("--max-batches", flags->max_batches, "Calibrate on at most this many batches (0: all)")
       ->capture_default_str();
@@ -59,7 +64,8 @@ int RunQuantize(const QuantizeFlags& flags) {
   const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   runtime::SetIntraOpThreads(threads);
   ProgressBar progress("calibrating", calibration->batch_count);
-  runtime::QuantizeOptions options{.method = *method, .percentile = flags.percentile, .threads = threads,
+  runtime::QuantizeOptions options{.method = *method, .percentile = flags.percentile,
+                                   .asymmetric = flags.activations == "asymmetric", .threads = threads,
                                    .on_batch = [&](size_t done, size_t) { progress.Update(done); }};
   auto report = runtime::QuantizeModel(model, calibration->read, calibration->batch_count, options, out);
   if (!report.ok()) {
@@ -69,7 +75,8 @@ int RunQuantize(const QuantizeFlags& flags) {
   if (flags.verbose) {
     std::printf("%-48s %12s %12s %12s %s\n", "activation", "min", "max", "threshold", "type");
     for (const auto& a : report->activations) {
-      std::printf("%-48s %12.5g %12.5g %12.5g %s\n", a.name.c_str(), a.min, a.max, a.threshold, a.is_signed ? "int8" : "uint8");
+      const std::string type = a.is_signed ? "int8" : a.zero_point != 0 ? "uint8 zero point " + std::to_string(a.zero_point) : "uint8";
+      std::printf("%-48s %12.5g %12.5g %12.5g %s\n", a.name.c_str(), a.min, a.max, a.threshold, type.c_str());
     }
   }
   std::printf("quantized %d nodes (%zu activations calibrated on %zu batches, method %s) -> %s\n",

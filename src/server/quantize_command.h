@@ -20,6 +20,7 @@ struct QuantizeFlags {
   size_t images_per_batch = 32;
   std::string method = "percentile";
   double percentile = 99.999;
+  std::string activations = "symmetric";
   std::string out;  // default: MODEL.int8.onnx next to the model
   size_t max_batches = 0;  // 0: all
   int threads = 0;

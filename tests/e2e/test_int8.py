@@ -82,18 +82,27 @@ def test_the_file_is_standard_qdq_and_runs_in_int8(digits, tmp_path):
     assert all("(int8)" in i for i in implementations), conv_line
 
 
-def test_onnx_runtime_runs_the_same_file_to_the_same_answers(digits, tmp_path):
+def skip_without_onnx_runtime():
     if not (ORT_DIR / "node_modules" / "onnxruntime-node").exists() or shutil.which("node") is None:
         pytest.skip("onnxruntime-node is not installed (bash scripts/setup.sh --bench; bench/engine_bench.py installs it)")
+
+
+def onnx_runtime_outputs(model, x, work, out_shape):
+    """ONNX Runtime (bench/engine's onnxruntime-node) runs `model` on the array x."""
+    x.tofile(work / "x.bin")
+    ort = subprocess.run(["node", "ort_outputs.js", str(model), "input", ",".join(map(str, x.shape)),
+                          str(work / "x.bin"), str(work / "y.bin")], cwd=ORT_DIR, capture_output=True,
+                         text=True, timeout=300)
+    assert ort.returncode == 0, ort.stderr
+    return np.fromfile(work / "y.bin", dtype=np.float32).reshape(out_shape)
+
+
+def test_onnx_runtime_runs_the_same_file_to_the_same_answers(digits, tmp_path):
+    skip_without_onnx_runtime()
     quantized = tmp_path / "model.int8.onnx"
     assert quantize(digits / "model.onnx", digits / "calibration", quantized).returncode == 0
     x = np.load(digits / "test_x.npy")
-    x.tofile(tmp_path / "x.bin")
-    ort = subprocess.run(["node", "ort_outputs.js", str(quantized), "input", ",".join(map(str, x.shape)),
-                          str(tmp_path / "x.bin"), str(tmp_path / "y.bin")], cwd=ORT_DIR, capture_output=True,
-                         text=True, timeout=300)
-    assert ort.returncode == 0, ort.stderr
-    theirs = np.fromfile(tmp_path / "y.bin", dtype=np.float32).reshape(len(x), 10)
+    theirs = onnx_runtime_outputs(quantized, x, tmp_path, (len(x), 10))
     run_model(quantized, digits / "test_x.npy", tmp_path / "ours")
     ours = np.load(tmp_path / "ours" / "logits.npy")
     assert (ours.argmax(1) == theirs.argmax(1)).mean() >= 0.995
@@ -216,3 +225,80 @@ def test_bad_image_calibration_gets_clear_errors(digits, digit_images, tmp_path)
 
     alone = quantize(digits / "model.onnx", digits / "calibration", out, "--batch-size", "8")
     assert alone.returncode != 0 and "preprocess" in alone.stderr
+
+
+def hardswish_cnn(path):
+    """x [N, 8, 12, 12] -> Conv 3x3 -> HardSwish -> Conv 3x3 -> HardSwish -> Conv 1x1 -> y, seeded
+    random weights: activations that dip below zero (HardSwish's minimum is -0.375)."""
+    rng = np.random.default_rng(7)
+    weights = {"w1": rng.normal(0, 0.3, (16, 8, 3, 3)), "b1": rng.normal(0, 0.1, 16),
+               "w2": rng.normal(0, 0.2, (16, 16, 3, 3)), "b2": rng.normal(0, 0.1, 16),
+               "w3": rng.normal(0, 0.3, (8, 16, 1, 1))}
+    nodes = [helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c1"], ["h1"]),
+             helper.make_node("Conv", ["h1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c2"], ["h2"]),
+             helper.make_node("Conv", ["h2", "w3"], ["y"])]
+    graph = helper.make_graph(nodes, "hardswish_cnn",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 8, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 12, 12])],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+
+
+def test_asymmetric_activations_are_uint8_with_zero_points_and_run_fused(tmp_path):
+    model = tmp_path / "model.onnx"
+    hardswish_cnn(model)
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    rng = np.random.default_rng(8)
+    for k in range(8):
+        np.save(calibration / f"b{k}.npy", rng.standard_normal((4, 8, 12, 12)).astype(np.float32))
+    np.save(tmp_path / "x.npy", rng.standard_normal((16, 8, 12, 12)).astype(np.float32))
+    errors = {}
+    for activations in ("symmetric", "asymmetric"):
+        out = tmp_path / f"{activations}.onnx"
+        result = quantize(model, calibration, out, "--activations", activations, "--verbose")
+        assert result.returncode == 0, result.stderr
+        zero_points = {t.name: int(numpy_helper.to_array(t)) for t in onnx.load(str(out)).graph.initializer
+                       if t.name.endswith("_zero_point") and t.data_type == TensorProto.UINT8}
+        nonzero = [name for name, z in zero_points.items() if z != 0]
+        if activations == "asymmetric":
+            # The input (normal) and both HardSwish outputs go negative: uint8 with a zero point.
+            assert len(nonzero) == 3, zero_points
+            assert result.stdout.count("uint8 zero point") == 3
+        else:
+            assert not nonzero and result.stdout.count(" int8") == 3
+        dump = subprocess.run([inferd_binary(), "run", str(out), "--batch", "2", "--dump-graph"], capture_output=True,
+                              text=True, timeout=120)
+        conv_line = next(line for line in dump.stdout.splitlines() if line.startswith("Conv "))
+        assert all("(int8)" in i for i in conv_line.split(None, 3)[3].split(", ")), conv_line
+        run_model(model, tmp_path / "x.npy", tmp_path / "fp32")
+        run_model(out, tmp_path / "x.npy", tmp_path / activations)
+        fp32 = np.load(tmp_path / "fp32" / "y.npy")
+        int8 = np.load(tmp_path / activations / "y.npy")
+        errors[activations] = np.linalg.norm(int8 - fp32) / np.linalg.norm(fp32)
+    print(errors)
+    assert errors["asymmetric"] < 0.05 and errors["symmetric"] < 0.05
+    # Twice the levels over HardSwish's range: closer to fp32.
+    assert errors["asymmetric"] < errors["symmetric"]
+
+
+def test_onnx_runtime_runs_the_asymmetric_file_to_the_same_answers(tmp_path):
+    skip_without_onnx_runtime()
+    model = tmp_path / "model.onnx"
+    hardswish_cnn(model)
+    calibration = tmp_path / "calibration"
+    calibration.mkdir()
+    rng = np.random.default_rng(9)
+    for k in range(8):
+        np.save(calibration / f"b{k}.npy", rng.standard_normal((4, 8, 12, 12)).astype(np.float32))
+    quantized = tmp_path / "asymmetric.onnx"
+    assert quantize(model, calibration, quantized, "--activations", "asymmetric").returncode == 0
+    x = rng.standard_normal((16, 8, 12, 12)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    theirs = onnx_runtime_outputs(quantized, x, tmp_path, x.shape)
+    run_model(quantized, tmp_path / "x.npy", tmp_path / "ours")
+    ours = np.load(tmp_path / "ours" / "y.npy")
+    # The same int8 arithmetic: a value differs by at most a step or two of the last layer's rounding.
+    assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 0.002

@@ -104,7 +104,7 @@ class QdqBuilder {
     if (auto it = activations_.find(x); it != activations_.end()) return it->second;
     const std::string scale = Unique(x + "_scale"), zero_point = Unique(x + "_zero_point");
     AddInitializer(MakeTensor(scale, onnx::TensorProto::FLOAT, {}, &q.scale, sizeof(float)));
-    const uint8_t zero = 0;
+    const uint8_t zero = q.is_signed ? 0 : q.zero_point;
     AddInitializer(MakeTensor(zero_point, q.is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8, {}, &zero, 1));
     const std::string quantized = Unique(x + "_quantized"), dequantized = Unique(x + "_dequantized");
     nodes->push_back(MakeNode("QuantizeLinear", {x, scale, zero_point}, quantized));

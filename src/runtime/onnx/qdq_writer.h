@@ -37,6 +37,7 @@ std::vector<QuantizableNode> FindQuantizableNodes(const onnx::ModelProto& model)
 struct ActivationQuantization {
   float scale = 1;
   bool is_signed = false;
+  uint8_t zero_point = 0;  // uint8 only (asymmetric activations); int8 ones are symmetric
 };
 
 // Rewrites `model` in place. `activations` holds an entry for every node's activation; weights are

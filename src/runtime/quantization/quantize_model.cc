@@ -3,6 +3,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -60,6 +61,21 @@ void AddMissingBatchDims(const Session& session, std::vector<Tensor>* inputs) {
   }
 }
 
+// An activation's quantisation from its calibrated range, and the threshold T chosen.
+std::pair<ActivationQuantization, float> ChooseQuantization(const RangeCollector& range, const QuantizeOptions& options) {
+  const bool negative = !range.never_negative();
+  const bool is_signed = negative && !options.asymmetric;
+  const int levels = is_signed ? 127 : 255;
+  float threshold = range.Threshold(options.method, levels, options.percentile);
+  if (!(threshold > 0)) threshold = 1;  // never anything but zeros: any scale represents them
+  if (!negative || is_signed) return {{.scale = threshold / levels, .is_signed = is_signed}, threshold};
+  // Asymmetric: the seen range clipped to [-T, T], with 0 exactly representable.
+  const float low = std::max(range.min(), -threshold), high = std::max(std::min(range.max(), threshold), 0.0f);
+  const float scale = (high - low) / 255.0f;
+  const auto zero_point = static_cast<uint8_t>(std::clamp(std::nearbyint(-low / scale), 0.0f, 255.0f));
+  return {{.scale = scale, .is_signed = false, .zero_point = zero_point}, threshold};
+}
+
 }  // namespace
 
 StatusOr<QuantizeReport> QuantizeModel(const std::filesystem::path& model_path, const CalibrationBatches& batch,
@@ -95,13 +111,11 @@ StatusOr<QuantizeReport> QuantizeModel(const std::filesystem::path& model_path, 
   QuantizeReport report{.quantized_nodes = static_cast<int>(nodes.size())};
   std::map<std::string, ActivationQuantization> activations;
   for (const Probe& probe : probes) {
-    const bool is_signed = !probe.range.never_negative();
-    const int levels = is_signed ? 127 : 255;
-    float threshold = probe.range.Threshold(options.method, levels, options.percentile);
-    if (!(threshold > 0)) threshold = 1;  // never anything but zeros: any scale represents them
-    activations[probe.name] = {.scale = threshold / levels, .is_signed = is_signed};
+    const auto [quantization, threshold] = ChooseQuantization(probe.range, options);
+    activations[probe.name] = quantization;
     report.activations.push_back({.name = probe.name, .min = probe.range.min(), .max = probe.range.max(),
-                                  .threshold = threshold, .is_signed = is_signed});
+                                  .threshold = threshold, .is_signed = quantization.is_signed,
+                                  .zero_point = quantization.zero_point});
   }
   RETURN_IF_ERROR(WriteQdq(&model, nodes, activations, base_dir));
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);

@@ -19,6 +19,10 @@ namespace inferd::runtime {
 struct QuantizeOptions {
   CalibrationMethod method = CalibrationMethod::kPercentile;
   double percentile = 99.999;  // for CalibrationMethod::kPercentile
+  // Activations that go negative: int8 over [-T, T] (symmetric, the default), or uint8 over
+  // [max(min, -T), min(max, T)] with a zero point (asymmetric, as ONNX Runtime's quantiser does):
+  // twice the levels for a range like HardSwish's [-0.375, T].
+  bool asymmetric = false;
   int threads = 0;             // intra-op threads for the calibration runs (0: all)
   // After each calibration batch, with how many are done (a progress bar).
   std::function<void(size_t done, size_t total)> on_batch;
@@ -30,6 +34,7 @@ struct CalibratedActivation {
   float min = 0, max = 0;  // seen over the calibration set
   float threshold = 0;     // the T chosen: the range is [-T, T], or [0, T] when never negative
   bool is_signed = false;
+  int zero_point = 0;      // asymmetric uint8 only
 };
 
 struct QuantizeReport {
