@@ -246,14 +246,20 @@ def hardswish_cnn(path):
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
 
 
-def test_asymmetric_activations_are_uint8_with_zero_points_and_run_fused(tmp_path):
-    model = tmp_path / "model.onnx"
+def hardswish_cnn_and_calibration(work, seed):
+    """The model, a calibration folder of 8 normal batches, and the generator for more inputs."""
+    model = work / "model.onnx"
     hardswish_cnn(model)
-    calibration = tmp_path / "calibration"
+    calibration = work / "calibration"
     calibration.mkdir()
-    rng = np.random.default_rng(8)
+    rng = np.random.default_rng(seed)
     for k in range(8):
         np.save(calibration / f"b{k}.npy", rng.standard_normal((4, 8, 12, 12)).astype(np.float32))
+    return model, calibration, rng
+
+
+def test_asymmetric_activations_are_uint8_with_zero_points_and_run_fused(tmp_path):
+    model, calibration, rng = hardswish_cnn_and_calibration(tmp_path, 8)
     np.save(tmp_path / "x.npy", rng.standard_normal((16, 8, 12, 12)).astype(np.float32))
     errors = {}
     for activations in ("symmetric", "asymmetric"):
@@ -286,13 +292,7 @@ def test_asymmetric_activations_are_uint8_with_zero_points_and_run_fused(tmp_pat
 
 def test_onnx_runtime_runs_the_asymmetric_file_to_the_same_answers(tmp_path):
     skip_without_onnx_runtime()
-    model = tmp_path / "model.onnx"
-    hardswish_cnn(model)
-    calibration = tmp_path / "calibration"
-    calibration.mkdir()
-    rng = np.random.default_rng(9)
-    for k in range(8):
-        np.save(calibration / f"b{k}.npy", rng.standard_normal((4, 8, 12, 12)).astype(np.float32))
+    model, calibration, rng = hardswish_cnn_and_calibration(tmp_path, 9)
     quantized = tmp_path / "asymmetric.onnx"
     assert quantize(model, calibration, quantized, "--activations", "asymmetric").returncode == 0
     x = rng.standard_normal((16, 8, 12, 12)).astype(np.float32)

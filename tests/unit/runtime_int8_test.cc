@@ -111,14 +111,20 @@ void QuantizeDequantize(GraphBuilder& b, const std::string& x, float scale, bool
   b.Op("DequantizeLinear", {x + "_q", x + "_s", x + "_z"}, {x + "_dq"});
 }
 
+// Weight scales, a few distinct values.
+std::vector<float> ChannelScales(size_t channels) {
+  std::vector<float> scales(channels);
+  for (size_t c = 0; c < channels; ++c) scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
+  return scales;
+}
+
 // A weight `w` as int8 through DequantizeLinear (per channel of `axis` when `per_channel`), with
 // a per-tensor zero point when `zero_point` is not 0 (asymmetric weights).
 void Weight(GraphBuilder& b, const std::string& w, const Shape& shape, bool per_channel, uint32_t seed, int axis = 0,
             int zero_point = 0) {
   b.Constant(w + "_q", Int8(shape, seed));
   const int64_t channels = shape[static_cast<size_t>(axis)];
-  std::vector<float> scales(per_channel ? static_cast<size_t>(channels) : 1);
-  for (size_t c = 0; c < scales.size(); ++c) scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
+  const std::vector<float> scales = ChannelScales(per_channel ? static_cast<size_t>(channels) : 1);
   b.Constant(w + "_s", per_channel ? Filled<float>(DataType::kFp32, {channels}, scales) : Scalar(scales[0]));
   if (zero_point == 0) {
     b.Op("DequantizeLinear", {w + "_q", w + "_s"}, {w}, {{"axis", Int(axis)}});
@@ -154,9 +160,10 @@ Graph QdqConvolutions(int first_weight_zero_point = 0) {
 struct ActivationZeroPoints {
   bool x_signed = true;
   int x = 0, h1 = 0;
+  int r = 0;  // QdqProducts' Gemm input (after a Relu: ONNX Runtime would write 0; any value must work)
 };
 constexpr ActivationZeroPoints kSymmetric{};
-constexpr ActivationZeroPoints kAsymmetricUint8{.x_signed = false, .x = 128, .h1 = 40};
+constexpr ActivationZeroPoints kAsymmetricUint8{.x_signed = false, .x = 128, .h1 = 40, .r = 12};
 
 // x -> Conv 3x3 + HardSwish -> Conv 1x1 + Relu -> Conv 3x3 -> y, each Conv the only reader of the
 // one before: the first two write their outputs quantised (after HardSwish, which dips below
@@ -183,11 +190,30 @@ Graph QdqProducts(const ActivationZeroPoints& zero_points = kSymmetric) {
   QuantizeDequantize(b, "x", 1.f / 127, zero_points.x_signed, zero_points.x);
   Weight(b, "w1", {32, 16}, true, 21, /*axis=*/1);
   b.Op("MatMul", {"x_dq", "w1"}, {"m"}).Op("Relu", {"m"}, {"r"});
-  QuantizeDequantize(b, "r", 0.0004f, /*is_signed=*/false);
+  QuantizeDequantize(b, "r", 0.0004f, /*is_signed=*/false, zero_points.r);
   Weight(b, "w2", {8, 16}, true, 22, /*axis=*/0);
   b.Constant("c", Random({8}, 23, -0.05f, 0.05f));
   b.Op("Gemm", {"r_dq", "w2", "c"}, {"y"}, {{"transB", Int(1)}}).Output("y");
   return b.graph();
+}
+
+// x -> QuantizeLinear (uint8, zero point 128) -> x_q, with x_s and x_z for the first op.
+void QuantizeInputForQOperators(GraphBuilder& b) {
+  b.Constant("x_s", Scalar(1.f / 127)).Constant("x_z", Filled<uint8_t>(DataType::kUint8, {}, {128}));
+  b.Op("QuantizeLinear", {"x", "x_s", "x_z"}, {"x_q"});
+}
+
+// A QOperator op's int8 weights `w` with `w_s` (per channel of dim `channel_dim`, or per tensor
+// when it is -1) and zero points `w_z` of 0.
+void QOperatorWeights(GraphBuilder& b, const std::string& w, const Shape& shape, int channel_dim, uint32_t seed) {
+  b.Constant(w, Int8(shape, seed));
+  if (channel_dim < 0) {
+    b.Constant(w + "_s", Scalar(0.003f)).Constant(w + "_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+    return;
+  }
+  const int64_t channels = shape[static_cast<size_t>(channel_dim)];
+  b.Constant(w + "_s", Filled<float>(DataType::kFp32, {channels}, ChannelScales(static_cast<size_t>(channels))));
+  b.Constant(w + "_z", Filled<int8_t>(DataType::kInt8, {channels}, std::vector<int8_t>(static_cast<size_t>(channels), 0)));
 }
 
 // QOperator form (what ONNX Runtime's quantiser writes with QuantFormat.QOperator): x ->
@@ -197,21 +223,15 @@ Graph QdqProducts(const ActivationZeroPoints& zero_points = kSymmetric) {
 Graph QLinearConvolutions() {
   GraphBuilder b;
   b.Input("x");
-  b.Constant("x_s", Scalar(1.f / 127)).Constant("x_z", Filled<uint8_t>(DataType::kUint8, {}, {128}));
-  b.Op("QuantizeLinear", {"x", "x_s", "x_z"}, {"x_q"});
-  b.Constant("w1", Int8({32, 16, 3, 3}, 31));
-  std::vector<float> w1_scales(32);
-  for (size_t c = 0; c < w1_scales.size(); ++c) w1_scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
-  b.Constant("w1_s", Filled<float>(DataType::kFp32, {32}, w1_scales));
-  b.Constant("w1_z", Filled<int8_t>(DataType::kInt8, {32}, std::vector<int8_t>(32, 0)));
+  QuantizeInputForQOperators(b);
+  QOperatorWeights(b, "w1", {32, 16, 3, 3}, 0, 31);
   b.Constant("y1_s", Scalar(0.004f)).Constant("y1_z", Filled<uint8_t>(DataType::kUint8, {}, {40}));
   std::vector<int32_t> bias(32);
   for (size_t c = 0; c < bias.size(); ++c) bias[c] = static_cast<int32_t>(c * 37) - 500;
   b.Constant("b1", Filled<int32_t>(DataType::kInt32, {32}, bias));
   b.Op("QLinearConv", {"x_q", "x_s", "x_z", "w1", "w1_s", "w1_z", "y1_s", "y1_z", "b1"}, {"y1"},
        {{"pads", Ints({1, 1, 1, 1})}});
-  b.Constant("w2", Int8({8, 32, 1, 1}, 32)).Constant("w2_s", Scalar(0.003f));
-  b.Constant("w2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+  QOperatorWeights(b, "w2", {8, 32, 1, 1}, -1, 32);
   b.Constant("y2_s", Scalar(0.002f)).Constant("y2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
   b.Op("MaxPool", {"y1"}, {"p1"}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}});
   b.Op("QLinearConv", {"p1", "y1_s", "y1_z", "w2", "w2_s", "w2_z", "y2_s", "y2_z"}, {"y2"});
@@ -225,17 +245,11 @@ Graph QLinearConvolutions() {
 Graph QLinearProducts() {
   GraphBuilder b;
   b.Input("x");
-  b.Constant("x_s", Scalar(1.f / 127)).Constant("x_z", Filled<uint8_t>(DataType::kUint8, {}, {128}));
-  b.Op("QuantizeLinear", {"x", "x_s", "x_z"}, {"x_q"});
-  b.Constant("b1", Int8({32, 16}, 41));
-  std::vector<float> b1_scales(16);
-  for (size_t c = 0; c < b1_scales.size(); ++c) b1_scales[c] = 0.002f + 0.0005f * static_cast<float>(c % 5);
-  b.Constant("b1_s", Filled<float>(DataType::kFp32, {16}, b1_scales));
-  b.Constant("b1_z", Filled<int8_t>(DataType::kInt8, {16}, std::vector<int8_t>(16, 0)));
+  QuantizeInputForQOperators(b);
+  QOperatorWeights(b, "b1", {32, 16}, 1, 41);
   b.Constant("y1_s", Scalar(0.002f)).Constant("y1_z", Filled<uint8_t>(DataType::kUint8, {}, {100}));
   b.Op("QLinearMatMul", {"x_q", "x_s", "x_z", "b1", "b1_s", "b1_z", "y1_s", "y1_z"}, {"y1"});
-  b.Constant("b2", Int8({16, 8}, 42)).Constant("b2_s", Scalar(0.003f));
-  b.Constant("b2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
+  QOperatorWeights(b, "b2", {16, 8}, -1, 42);
   b.Constant("y2_s", Scalar(0.0005f)).Constant("y2_z", Filled<int8_t>(DataType::kInt8, {}, {0}));
   b.Op("QLinearMatMul", {"y1", "y1_s", "y1_z", "b2", "b2_s", "b2_z", "y2_s", "y2_z"}, {"y2"});
   b.Op("DequantizeLinear", {"y2", "y2_s", "y2_z"}, {"y"}).Output("y");
@@ -286,18 +300,23 @@ float RelativeError(const Tensor& actual, const Tensor& expected) {
   return diff / scale;
 }
 
+// Every product of `out` ran in int8 (`count` of them), and the result is the reference's up to
+// the order of fp32 additions, which may move a value across a rounding boundary of the next
+// quantisation: one step of that layer's scale, not more.
+void ExpectInt8AndClose(const Outputs& out, size_t count) {
+  ASSERT_EQ(out.conv_implementations.size(), count);
+  for (const std::string& implementation : out.conv_implementations) {
+    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
+  }
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
 TEST(Int8Test, FusedQdqConvolutionsRunInInt8AndMatchTheQdqGraph) {
   const Outputs out = RunBothWays(QdqConvolutions());
   ASSERT_EQ(out.fused.shape, (Shape{2, 8, 5, 5}));
   EXPECT_EQ(out.fusions, 3);
   EXPECT_EQ(out.requantized, 0);  // each output has an fp32 reader too (the residual), or a residual Add
-  ASSERT_EQ(out.conv_implementations.size(), 3u);
-  for (const std::string& implementation : out.conv_implementations) {
-    EXPECT_NE(implementation.find("int8"), std::string::npos) << implementation;
-  }
-  // Equal up to the order of fp32 additions, which may move a value across a rounding boundary
-  // of the next quantisation: one step of that layer's scale, not more.
-  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+  ExpectInt8AndClose(out, 3);
 }
 
 TEST(Int8Test, ConvolutionsWriteTheirOutputsQuantisedForTheNextOne) {
@@ -312,11 +331,7 @@ TEST(Int8Test, FusedQdqMatMulAndGemmRunInInt8AndMatchTheQdqGraph) {
   const Outputs out = RunBothWays(QdqProducts(), {6, 32});
   ASSERT_EQ(out.fused.shape, (Shape{6, 8}));
   EXPECT_EQ(out.fusions, 2);
-  ASSERT_EQ(out.conv_implementations.size(), 2u);
-  for (const std::string& implementation : out.conv_implementations) {
-    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
-  }
-  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+  ExpectInt8AndClose(out, 2);
 }
 
 // ONNX Runtime's quantiser writes uint8 activations with a zero point wherever the range dips
@@ -327,13 +342,10 @@ TEST(Int8Test, AsymmetricUint8ActivationsFuseAndMatchTheQdqGraph) {
   const Outputs chain = RunBothWays(QdqChain(kAsymmetricUint8));
   EXPECT_EQ(chain.fusions, 3);
   EXPECT_EQ(chain.requantized, 2);
-  EXPECT_LT(RelativeError(chain.fused, chain.reference), 0.01f);
+  ExpectInt8AndClose(chain, 3);
   const Outputs products = RunBothWays(QdqProducts(kAsymmetricUint8), {6, 32});
   EXPECT_EQ(products.fusions, 2);
-  for (const std::string& implementation : products.conv_implementations) {
-    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
-  }
-  EXPECT_LT(RelativeError(products.fused, products.reference), 0.01f);
+  ExpectInt8AndClose(products, 2);
 }
 
 // QLinearConv runs on the same int8 kernel: input taken as quantised, output requantised.
@@ -341,12 +353,7 @@ TEST(Int8Test, QLinearConvolutionsRunInInt8AndMatchTheReference) {
   const Outputs out = RunBothWays(QLinearConvolutions());
   ASSERT_EQ(out.fused.shape, (Shape{2, 8, 5, 5}));
   EXPECT_EQ(out.fusions, 2);
-  ASSERT_EQ(out.conv_implementations.size(), 2u);
-  for (const std::string& implementation : out.conv_implementations) {
-    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
-  }
-  // Integer outputs: the int32 sums are exact; at most a rounding boundary crossed per layer.
-  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+  ExpectInt8AndClose(out, 2);
 }
 
 // QLinearMatMul takes the int8 MatMul through its QDQ spelling.
@@ -354,11 +361,7 @@ TEST(Int8Test, QLinearMatMulsRunInInt8AndMatchTheReference) {
   const Outputs out = RunBothWays(QLinearProducts(), {6, 32});
   ASSERT_EQ(out.fused.shape, (Shape{6, 8}));
   EXPECT_EQ(out.fusions, 2);
-  ASSERT_EQ(out.conv_implementations.size(), 2u);
-  for (const std::string& implementation : out.conv_implementations) {
-    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
-  }
-  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+  ExpectInt8AndClose(out, 2);
 }
 
 // Asymmetric weights (a weight zero point) the int8 kernels cannot take: that Conv stays a QDQ
