@@ -13,6 +13,7 @@
 #include "runtime/kernels/simd/depthwise_conv.h"
 #include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/simd/pointwise_conv.h"
+#include "runtime/kernels/simd/targets.h"
 
 namespace inferd::runtime::simd {
 namespace {
@@ -240,6 +241,20 @@ TEST(SimdDepthwiseConvTest, OnlyClipsThatKeepZeroMapZeroPaddingToZero) {
   EXPECT_TRUE(KeepsZeroPadding({Kind::kHardSwish}));
   EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = 0.5f, .high = 6}));
   EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = -6, .high = -1}));
+}
+
+// ONEDNN_MAX_CPU_ISA caps our targets as it caps oneDNN's: an AVX2 value leaves AVX2 and below.
+TEST(SimdTargetsTest, OneDnnIsaCapDisablesTheTargetsAboveIt) {
+  const long long avx512 = HWY_AVX3 | HWY_AVX3_DL;
+  EXPECT_EQ(TargetsAboveOneDnnIsa("AVX2") & avx512, avx512);
+  EXPECT_EQ(TargetsAboveOneDnnIsa("avx2_vnni") & HWY_AVX2, 0);
+  EXPECT_EQ(TargetsAboveOneDnnIsa("AVX2") & HWY_AVX2, 0);
+  EXPECT_NE(TargetsAboveOneDnnIsa("AVX") & HWY_AVX2, 0);
+  EXPECT_NE(TargetsAboveOneDnnIsa("SSE41") & HWY_AVX2, 0);
+  EXPECT_EQ(TargetsAboveOneDnnIsa("SSE41") & (HWY_SSE4 | HWY_SSSE3), 0);
+  EXPECT_EQ(TargetsAboveOneDnnIsa("AVX512_CORE_VNNI"), 0);
+  EXPECT_EQ(TargetsAboveOneDnnIsa("ALL"), 0);
+  EXPECT_EQ(TargetsAboveOneDnnIsa(""), 0);
 }
 
 }  // namespace

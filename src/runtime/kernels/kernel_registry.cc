@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/simd/targets.h"
 
 namespace inferd::runtime {
 
@@ -62,6 +63,7 @@ const KernelRegistry& KernelRegistry::Reference() {
 
 const KernelRegistry& KernelRegistry::Default() {
   static const KernelRegistry* registry = [] {
+    simd::CapTargetsLikeOneDnn();  // before any of our SIMD kernels picks its target
     auto* r = new KernelRegistry(Reference());
     RegisterDnnlConvKernels(r);
     RegisterDnnlMatmulKernels(r);
