@@ -256,6 +256,24 @@ Graph QLinearProducts() {
   return b.graph();
 }
 
+// ONNX Runtime's dynamic quantisation: x [6, 32] -> DynamicQuantizeLinear, read by two products
+// (as Q, K and V read one x): MatMulInteger (B [32, 16], per-column scales, a B zero point of 0)
+// -> Cast -> Mul(., x_scale * B_scale), and the same with B [32, 16] per tensor, no B zero point
+// and the Muls' operands the other way round; y = their sum.
+Graph DynamicQuantizedProducts() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Op("DynamicQuantizeLinear", {"x"}, {"x_q", "x_s", "x_z"});
+  QOperatorWeights(b, "b1", {32, 16}, 1, 51);
+  b.Op("MatMulInteger", {"x_q", "b1", "x_z", "b1_z"}, {"p1"}).Op("Cast", {"p1"}, {"f1"}, {{"to", Int(1)}});
+  b.Op("Mul", {"x_s", "b1_s"}, {"s1"}).Op("Mul", {"f1", "s1"}, {"y1"});
+  QOperatorWeights(b, "b2", {32, 16}, -1, 52);
+  b.Op("MatMulInteger", {"x_q", "b2", "x_z"}, {"p2"}).Op("Cast", {"p2"}, {"f2"}, {{"to", Int(1)}});
+  b.Op("Mul", {"b2_s", "x_s"}, {"s2"}).Op("Mul", {"s2", "f2"}, {"y2"});
+  b.Op("Add", {"y1", "y2"}, {"y"}).Output("y");
+  return b.graph();
+}
+
 struct Outputs {
   Tensor fused, reference;
   std::vector<std::string> conv_implementations;
@@ -284,7 +302,10 @@ Outputs RunBothWays(const Graph& graph, const Shape& x_shape = {2, 16, 10, 10}) 
     if (op == "Conv" || op == "MatMul" || op == "Gemm") result.conv_implementations.push_back((*fused)->kernel(i).Implementation());
   }
   for (const auto& [pass, count] : (*fused)->optimization().rewrites) {
-    if (pass == "fuse_qdq_conv" || pass == "fuse_qdq_matmul" || pass == "fuse_qlinear_conv") result.fusions += count;
+    if (pass == "fuse_qdq_conv" || pass == "fuse_qdq_matmul" || pass == "fuse_qlinear_conv" ||
+        pass == "fuse_dynamic_quantized_matmul") {
+      result.fusions += count;
+    }
     if (pass == "fuse_int8_requantize") result.requantized = count;
   }
   return result;
@@ -362,6 +383,19 @@ TEST(Int8Test, QLinearMatMulsRunInInt8AndMatchTheReference) {
   ASSERT_EQ(out.fused.shape, (Shape{6, 8}));
   EXPECT_EQ(out.fusions, 2);
   ExpectInt8AndClose(out, 2);
+}
+
+// Dynamic quantisation: each run quantises x by its own range, as DynamicQuantizeLinear does, and
+// the int8 product's sums are exact, so the result is the reference's but for the last rounding.
+TEST(Int8Test, DynamicallyQuantisedMatMulsRunInInt8AndMatchTheReference) {
+  const Outputs out = RunBothWays(DynamicQuantizedProducts(), {6, 32});
+  ASSERT_EQ(out.fused.shape, (Shape{6, 16}));
+  EXPECT_EQ(out.fusions, 2);
+  ASSERT_EQ(out.conv_implementations.size(), 2u);
+  for (const std::string& implementation : out.conv_implementations) {
+    EXPECT_NE(implementation.find("(int8)"), std::string::npos) << implementation;
+  }
+  EXPECT_LT(RelativeError(out.fused, out.reference), 1e-5f);
 }
 
 // Asymmetric weights (a weight zero point) the int8 kernels cannot take: that Conv stays a QDQ

@@ -27,6 +27,11 @@ inline constexpr char kInt8OutputScale[] = "_int8_y_scale";
 inline constexpr char kInt8OutputSigned[] = "_int8_y_signed";
 inline constexpr char kInt8OutputZeroPoint[] = "_int8_y_zero_point";  // absent: 0
 
+// Set by FuseDynamicQuantizedMatMul on a MatMul with int8 weights (and kInt8WeightScales) whose
+// input is quantised on every run as DynamicQuantizeLinear does it (uint8, scale and zero point
+// from that run's range): ONNX Runtime's quantize_dynamic. No input scale attribute then.
+inline constexpr char kInt8Dynamic[] = "_int8_dynamic";
+
 struct Int8Params {
   float x_scale = 1;
   bool x_signed = false;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "runtime/kernels/kernel.h"
+#include "runtime/kernels/quantize_rules.h"
 #include "runtime/kernels/tensor_util.h"
 
 namespace inferd::runtime {
@@ -42,14 +43,6 @@ StatusOr<std::vector<int64_t>> ZeroPoints(const Tensor* zero_point, int64_t coun
     return Status::Ok();
   }));
   return values;
-}
-
-// saturate(round_half_even(x / scale) + zero_point): the rounding comes before the zero point
-// (with halves to even the order matters), the division in FP32 as ONNX's definition has it.
-template <typename Q>
-Q Quantize(float x, float scale, int64_t zero_point) {
-  const double value = static_cast<double>(std::nearbyint(x / scale)) + static_cast<double>(zero_point);
-  return static_cast<Q>(std::clamp<double>(value, std::numeric_limits<Q>::min(), std::numeric_limits<Q>::max()));
 }
 
 StatusOr<std::unique_ptr<Kernel>> MakeQuantizeLinear(const Node& node, int) {
@@ -119,8 +112,7 @@ StatusOr<std::unique_ptr<Kernel>> MakeDynamicQuantizeLinear(const Node&, int) {
       low = std::min(low, src[i]);
       high = std::max(high, src[i]);
     }
-    const float scale = (high - low) / 255.0f;
-    const uint8_t zero = scale == 0 ? 0 : Quantize<uint8_t>(-low, scale, 0);
+    const auto [scale, zero] = DynamicQuantizationOf(low, high);
     ASSIGN_OR_RETURN(uint8_t * y, AllocateOutputAs<uint8_t>(&out[0], DataType::kUint8, x.shape));
     for (int64_t i = 0; i < ElementsOf(x); ++i) y[i] = scale == 0 ? zero : Quantize<uint8_t>(src[i], scale, zero);
     if (out.size() > 1) {

@@ -14,6 +14,8 @@ const std::vector<OptimizerPass>& OptimizerPasses() {
       {"expand_qlinear_matmul", ExpandQLinearMatMul, /*needs_onednn=*/true},
       {"fuse_qdq_conv", FuseQdqConv, /*needs_onednn=*/true},
       {"fuse_qdq_matmul", FuseQdqMatMul, /*needs_onednn=*/true},
+      // ONNX Runtime's dynamic quantisation (DynamicQuantizeLinear -> MatMulInteger -> scale).
+      {"fuse_dynamic_quantized_matmul", FuseDynamicQuantizedMatMul, /*needs_onednn=*/true},
       // Constants first, so that BatchNorm parameters, Clip bounds, reshape targets and Dropout's
       // training_mode computed from constants are initializers by the time the others look.
       {"fold_constants", FoldConstants},

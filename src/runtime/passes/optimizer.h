@@ -20,6 +20,7 @@ StatusOr<int> FuseQdqConv(Graph* graph);
 StatusOr<int> FuseQdqMatMul(Graph* graph);
 StatusOr<int> FuseQLinearConv(Graph* graph);
 StatusOr<int> ExpandQLinearMatMul(Graph* graph);
+StatusOr<int> FuseDynamicQuantizedMatMul(Graph* graph);
 StatusOr<int> FuseInt8Requantize(Graph* graph);
 StatusOr<int> FoldShapes(Graph* graph);
 StatusOr<int> FoldBatchNormIntoConv(Graph* graph);

@@ -313,6 +313,61 @@ StatusOr<int> ExpandQLinearMatMul(Graph* graph) {
   return rewrites;
 }
 
+// ONNX Runtime's dynamic quantisation (quantize_dynamic) spells an int8 MatMul as
+//   x -> DynamicQuantizeLinear -> (x_q, x_scale, x_zero_point)
+//   MatMulInteger(x_q, int8 W, x_zero_point[, W zero point 0]) -> Cast(FLOAT) -> Mul(., s) -> y
+//   where s = Mul(x_scale, W_scale) (either operand order, both Muls).
+// FuseDynamicQuantizedMatMul makes that one MatMul reading x and W (`_int8_dynamic`): each run
+// quantises x as DynamicQuantizeLinear does, multiplies in int8 and scales the sums by
+// x_scale * W_scale. A DynamicQuantizeLinear shared by several products (Q, K and V read one x)
+// goes once all of them are fused.
+StatusOr<int> FuseDynamicQuantizedMatMul(Graph* graph) {
+  const auto producers = ProducersOf(*graph);
+  const auto consumers = ConsumersOf(*graph);
+  auto only_reader = [&](ValueId value, std::string_view op) -> const Node* {
+    if (value == kNoValue || consumers[value].size() != 1 || IsGraphOutput(*graph, value)) return nullptr;
+    const Node& reader = graph->nodes[consumers[value].front()];
+    return IsOp(reader, op) ? &reader : nullptr;
+  };
+  auto other_input = [](const Node& mul, ValueId known) { return mul.inputs[0] == known ? mul.inputs[1] : mul.inputs[0]; };
+  int rewrites = 0;
+  for (size_t n = 0; n < graph->nodes.size(); ++n) {
+    const Node& product = graph->nodes[n];
+    if (!IsOp(product, "MatMulInteger") || product.inputs.size() < 3 || product.outputs.size() != 1 ||
+        producers[product.inputs[0]] < 0) {
+      continue;
+    }
+    const Node& quantize = graph->nodes[producers[product.inputs[0]]];
+    const Tensor* w = ConstantOf(*graph, product.inputs[1]);
+    bool w_signed = false;
+    if (!IsOp(quantize, "DynamicQuantizeLinear") || quantize.outputs.size() != 3 || product.inputs[2] != quantize.outputs[2] ||
+        w == nullptr || w->dtype != DataType::kInt8 || w->shape.size() != 2 ||
+        !ZeroPointIsZero(*graph, OptionalInput(product, 3), &w_signed)) {
+      continue;
+    }
+    const Node* cast = only_reader(product.outputs[0], "Cast");
+    if (cast == nullptr || cast->Int("to", 0).value_or(0) != 1 /* FLOAT */) continue;
+    const Node* scale_sums = only_reader(cast->outputs[0], "Mul");
+    if (scale_sums == nullptr || scale_sums->inputs.size() != 2 || producers[other_input(*scale_sums, cast->outputs[0])] < 0) continue;
+    const Node& combined_scale = graph->nodes[producers[other_input(*scale_sums, cast->outputs[0])]];
+    if (!IsOp(combined_scale, "Mul") || combined_scale.inputs.size() != 2 ||
+        std::count(combined_scale.inputs.begin(), combined_scale.inputs.end(), quantize.outputs[1]) != 1) {
+      continue;
+    }
+    const auto w_scales = ScalesOf(*graph, other_input(combined_scale, quantize.outputs[1]));
+    if (!w_scales || (w_scales->size() != 1 && static_cast<int64_t>(w_scales->size()) != w->shape[1])) continue;
+    Node fused{.name = product.name, .op_type = "MatMul", .inputs = {quantize.inputs[0], product.inputs[1]},
+               .outputs = scale_sums->outputs};
+    fused.attributes[kInt8Dynamic] = Attribute{.kind = Attribute::Kind::kInt, .i = 1};
+    fused.attributes[kInt8WeightScales] = Attribute{.kind = Attribute::Kind::kFloats, .floats = *w_scales};
+    // In the final Mul's place: x and W exist by then, and every reader of y comes after.
+    graph->nodes[static_cast<size_t>(&*scale_sums - graph->nodes.data())] = std::move(fused);
+    ++rewrites;
+  }
+  if (rewrites > 0) EraseDeadNodes(graph);
+  return rewrites;
+}
+
 // MatMul(DQ(Q(x)), DQ(int8 B)) and Gemm(DQ(Q(x)), DQ(int8 B)[, C]) with a constant 2-D B become the
 // same product reading x and the int8 B (kernels/dnnl/dnnl_matmul.cc quantises x into scratch).
 // Gemm: alpha 1, and C (beta 1) an fp32 constant or a DequantizeLinear of int32, in the sums' units.

@@ -1,5 +1,6 @@
 // oneDNN MatMul and Gemm: one oneDNN matmul primitive per input shape, falling back to the
 // reference kernel for what oneDNN cannot run.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -11,7 +12,9 @@
 #include "runtime/kernels/int8_attributes.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
+#include "runtime/kernels/quantize_rules.h"
 #include "runtime/kernels/tensor_util.h"
+#include "runtime/threading.h"
 #include "runtime/tuning.h"
 
 namespace inferd::runtime {
@@ -46,12 +49,18 @@ struct LowPrecision {
   dnnl::memory::data_type a_type, b_type;
   float a_scale = 1;                 // multiplies A in its conversion (int8: 1 / x_scale)
   int32_t a_zero_point = 0;          // int8: added to A in its conversion, subtracted by the product
-  std::vector<float> output_scales;  // int8 only
+  std::vector<float> output_scales;  // int8 only (dynamic: the weights' scales, times each run's x_scale)
+  bool dynamic = false;              // int8: A's scale and zero point come from each run's range
   bool int8() const { return !output_scales.empty(); }
 };
 
 StatusOr<std::optional<LowPrecision>> ReadLowPrecision(const Node& node) {
   using dt = dnnl::memory::data_type;
+  if (node.Has(kInt8Dynamic)) {
+    ASSIGN_OR_RETURN(std::vector<float> w_scales, node.Floats(kInt8WeightScales));
+    if (w_scales.empty()) return Status::InvalidArgument(node.Describe() + ": dynamic int8 needs the weights' scales");
+    return std::optional(LowPrecision{dt::u8, dt::s8, 1.f, 0, std::move(w_scales), /*dynamic=*/true});
+  }
   ASSIGN_OR_RETURN(std::optional<Int8Params> int8, ReadInt8Params(node));
   if (int8) {
     return std::optional(LowPrecision{int8->x_signed ? dt::s8 : dt::u8, dt::s8, 1.f / int8->x_scale, int8->x_zero_point,
@@ -82,6 +91,10 @@ struct MatmulPlan {
   dnnl::memory a_converted;
   dnnl::memory::desc b_stored_desc, b_packed_desc;
   PackedWeights b_packed;
+  // Dynamic int8: A is quantised by QuantizeDynamically; the scales and zero point are run-time
+  // arguments (the weights' scales kept to multiply by each run's).
+  bool dynamic = false;
+  std::vector<float> weight_scales, run_scales;
 };
 
 // Makes `plan` (its A, dst and post-ops already set) run below fp32, with B stored as `b_stored`.
@@ -90,7 +103,13 @@ void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored
   const dnnl::memory::dims a_dims = plan->a_desc.dims();
   const dnnl::memory::desc a_converted = PlainDesc(a_dims, lp.a_type);
   dnnl::primitive_attr attr = plan->post_ops.attr;
-  if (lp.int8()) attr.set_output_scales(lp.output_scales.size() > 1 ? 1 << 1 : 0, lp.output_scales);  // per column
+  const int scales_mask = lp.output_scales.size() > 1 ? 1 << 1 : 0;  // per column
+  if (lp.dynamic) {
+    attr.set_output_scales(scales_mask, {DNNL_RUNTIME_F32_VAL});
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  } else if (lp.int8()) {
+    attr.set_output_scales(scales_mask, lp.output_scales);
+  }
   if (lp.a_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {lp.a_zero_point});
   const dnnl::memory::desc b_any(b_stored.dims(), lp.b_type, dnnl::memory::format_tag::any);
   const auto desc = bias ? dnnl::matmul::desc(a_converted, b_any, *bias, plan->dst_desc)
@@ -98,8 +117,13 @@ void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored
   dnnl::matmul::primitive_desc pd(desc, attr, Engine());
   plan->implementation = std::string(pd.impl_info_str()) + (lp.int8() ? " (int8)" : " (bf16)");
   plan->primitive = dnnl::matmul(pd);
-  plan->a_convert = lp.int8() ? MakeScaledReorder(plan->a_desc, a_converted, lp.a_scale, lp.a_zero_point)
-                                    : MakeReorder(plan->a_desc, a_converted);
+  plan->dynamic = lp.dynamic;
+  if (lp.dynamic) {
+    plan->weight_scales = lp.output_scales;
+  } else {
+    plan->a_convert = lp.int8() ? MakeScaledReorder(plan->a_desc, a_converted, lp.a_scale, lp.a_zero_point)
+                                : MakeReorder(plan->a_desc, a_converted);
+  }
   plan->a_converted = ScratchMemory(a_converted);
   plan->b_stored_desc = b_stored;
   plan->b_packed_desc = pd.weights_desc();
@@ -189,6 +213,35 @@ void AddConvAlternative(const GemmView& view, bool has_bias, float alpha, const 
   }
 }
 
+// DynamicQuantizeLinear of `a` (fp32) into `q`, on the intra-op threads: the range, then the
+// values, by the reference kernel's rules (quantize_rules.h), so the product sees the same bytes.
+DynamicQuantization QuantizeDynamically(const Tensor& a, uint8_t* q) {
+  const float* x = reinterpret_cast<const float*>(a.data.get());
+  const int64_t count = ElementsOf(a);
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  std::vector<float> lows(static_cast<size_t>(chunks), 0.0f), highs(static_cast<size_t>(chunks), 0.0f);
+  ParallelFor(chunks, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      float low = 0, high = 0;
+      for (int64_t i = c * kChunk; i < std::min(count, (c + 1) * kChunk); ++i) {
+        low = std::min(low, x[i]);
+        high = std::max(high, x[i]);
+      }
+      lows[static_cast<size_t>(c)] = low;
+      highs[static_cast<size_t>(c)] = high;
+    }
+  });
+  const DynamicQuantization quantization = DynamicQuantizationOf(*std::min_element(lows.begin(), lows.end()),
+                                                                 *std::max_element(highs.begin(), highs.end()));
+  ParallelFor(chunks, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * kChunk; i < std::min(count, end * kChunk); ++i) {
+      q[i] = quantization.scale == 0 ? 0 : Quantize<uint8_t>(x[i], quantization.scale, quantization.zero_point);
+    }
+  });
+  return quantization;
+}
+
 // Runs the plan's matmul, or its 1x1-convolution alternative (timing both the first time).
 Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor* residual,
                      float* dst) {
@@ -217,10 +270,22 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
   if (plan.low_precision) {
     plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc);
     BindScratch({&plan.a_converted});
-    RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
                                                {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
                                                {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+    int32_t zero_point = 0;
+    if (plan.dynamic) {
+      const DynamicQuantization q = QuantizeDynamically(a, static_cast<uint8_t*>(plan.a_converted.get_data_handle()));
+      zero_point = q.zero_point;
+      plan.run_scales = plan.weight_scales;
+      for (float& s : plan.run_scales) s *= q.scale;
+      const auto count = static_cast<dnnl::memory::dim>(plan.run_scales.size());
+      args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, Wrap(PlainDesc({count}), plan.run_scales.data()));
+      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                   Wrap(PlainDesc({1}, dnnl::memory::data_type::s32), &zero_point));
+    } else {
+      RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
+    }
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
     AddResidualArgument(plan.post_ops, residual, &args);
     RunPrimitive(plan.primitive, std::move(args));
