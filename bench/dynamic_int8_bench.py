@@ -2,7 +2,7 @@
 """Dynamically quantised models as ONNX Runtime's quantize_dynamic writes them, side by side: each
 MatMul with constant weights becomes DynamicQuantizeLinear -> MatMulInteger (int8 weights, per
 tensor, symmetric) -> Cast -> Mul(x_scale * w_scale), the QOperator spelling ORT's tool emits
-(written here by write_dynamic_quantized, since PyPI's onnxruntime and its quantiser are not
+(written by models/dynamic_quantize.py, since PyPI's onnxruntime and its quantiser are not
 reachable). Then batch-8 throughput and batch-1 latency of inferd and ORT on that same file,
 inferd fp32 and ORT fp32, and the dynamic model's relative logit error against fp32.
 
@@ -16,60 +16,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 import engine_bench as eb  # noqa: E402
 import int8_bench as ib  # noqa: E402
-
-
-def constant_weights(graph):
-    """name -> fp32 2-D array for initializers, also reached through Identity (PyTorch's shared weights)."""
-    initializers = {t.name: t for t in graph.initializer}
-    alias = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Identity" and n.input[0] in initializers}
-    weights = {}
-    for name, tensor in initializers.items():
-        if tensor.data_type == TensorProto.FLOAT and len(tensor.dims) == 2:
-            weights[name] = numpy_helper.to_array(tensor)
-    for out, source in alias.items():
-        if source in weights:
-            weights[out] = weights[source]
-    return weights
-
-
-def write_dynamic_quantized(model_path, out_path):
-    """Rewrites every MatMul with 2-D constant weights as ORT's dynamic quantisation does; returns how many."""
-    model = onnx.load(str(model_path))
-    graph = model.graph
-    weights = constant_weights(graph)
-    nodes, quantized_inputs, count = [], {}, 0
-    for node in graph.node:
-        if node.op_type != "MatMul" or node.input[1] not in weights:
-            nodes.append(node)
-            continue
-        x, w = node.input[0], weights[node.input[1]]
-        if x not in quantized_inputs:  # one DynamicQuantizeLinear per input, shared (Q, K, V)
-            quantized_inputs[x] = (f"{x}_quantized", f"{x}_scale", f"{x}_zero_point")
-            nodes.append(helper.make_node("DynamicQuantizeLinear", [x], list(quantized_inputs[x])))
-        x_q, x_scale, x_zero = quantized_inputs[x]
-        prefix = f"{node.output[0]}_dynamic"
-        scale = float(np.abs(w).max()) / 127 or 1.0
-        graph.initializer.extend([
-            numpy_helper.from_array(np.clip(np.rint(w / scale), -127, 127).astype(np.int8), f"{prefix}_w"),
-            numpy_helper.from_array(np.array(scale, dtype=np.float32), f"{prefix}_w_scale"),
-            numpy_helper.from_array(np.array(0, dtype=np.int8), f"{prefix}_w_zero_point")])
-        nodes += [helper.make_node("MatMulInteger", [x_q, f"{prefix}_w", x_zero, f"{prefix}_w_zero_point"],
-                                   [f"{prefix}_sums"]),
-                  helper.make_node("Cast", [f"{prefix}_sums"], [f"{prefix}_float"], to=TensorProto.FLOAT),
-                  helper.make_node("Mul", [x_scale, f"{prefix}_w_scale"], [f"{prefix}_scale"]),
-                  helper.make_node("Mul", [f"{prefix}_float", f"{prefix}_scale"], [node.output[0]])]
-        count += 1
-    del graph.node[:]
-    graph.node.extend(nodes)
-    onnx.save(model, str(out_path))
-    return count
+from dynamic_quantize import write_dynamic_quantized  # noqa: E402
 
 
 def main():

@@ -302,3 +302,38 @@ def test_onnx_runtime_runs_the_asymmetric_file_to_the_same_answers(tmp_path):
     ours = np.load(tmp_path / "ours" / "y.npy")
     # The same int8 arithmetic: a value differs by at most a step or two of the last layer's rounding.
     assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 0.002
+
+
+def test_a_dynamically_quantised_model_runs_its_products_in_int8(tmp_path):
+    """ONNX Runtime's quantize_dynamic spelling (models/dynamic_quantize.py) of x -> MatMul + b ->
+    Relu -> MatMul, and a second MatMul reading x too (sharing its DynamicQuantizeLinear): every
+    product runs as one int8 MatMul, close to fp32."""
+    sys.path.insert(0, str(REPO_ROOT / "models"))
+    from dynamic_quantize import write_dynamic_quantized
+    rng = np.random.default_rng(11)
+    weights = {"w1": rng.normal(0, 0.3, (16, 32)), "b1": rng.normal(0, 0.1, 32), "w2": rng.normal(0, 0.3, (32, 8)),
+               "w3": rng.normal(0, 0.3, (16, 8))}
+    nodes = [helper.make_node("MatMul", ["input", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["a1"]),
+             helper.make_node("Relu", ["a1"], ["r1"]), helper.make_node("MatMul", ["r1", "w2"], ["m2"]),
+             helper.make_node("MatMul", ["input", "w3"], ["m3"]), helper.make_node("Add", ["m2", "m3"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    model, dynamic = tmp_path / "model.onnx", tmp_path / "dynamic.onnx"
+    model.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    assert write_dynamic_quantized(model, dynamic) == 3
+    ops = [n.op_type for n in onnx.load(str(dynamic)).graph.node]
+    assert ops.count("MatMulInteger") == 3 and ops.count("DynamicQuantizeLinear") == 2
+
+    dump = subprocess.run([inferd_binary(), "run", str(dynamic), "--batch", "4", "--dump-graph"], capture_output=True,
+                          text=True, timeout=120)
+    assert dump.returncode == 0, dump.stderr
+    matmul_line = next(line for line in dump.stdout.splitlines() if line.startswith("MatMul "))
+    assert matmul_line.split()[2] == "3" and "(int8) x3" in matmul_line, matmul_line
+    assert not any(line.startswith(("MatMulInteger ", "DynamicQuantizeLinear ")) and line.split()[2] != "0"
+                   for line in dump.stdout.splitlines())
+    np.save(tmp_path / "x.npy", rng.standard_normal((64, 16)).astype(np.float32))
+    run_model(model, tmp_path / "x.npy", tmp_path / "fp32")
+    run_model(dynamic, tmp_path / "x.npy", tmp_path / "dynamic")
+    fp32, int8 = np.load(tmp_path / "fp32" / "y.npy"), np.load(tmp_path / "dynamic" / "y.npy")
+    assert 0 < np.linalg.norm(int8 - fp32) / np.linalg.norm(fp32) < 0.03
