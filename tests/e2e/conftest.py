@@ -19,6 +19,24 @@ def pytest_runtest_makereport(item, call):
             report.sections.append((f"inferd exited with {server.process.returncode}", server.logs()[-6000:]))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--shard", default="1/1", metavar="K/N",
+                     help="run only the K-th of N groups of test files (ctest runs the groups side by side)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files are dealt to N groups in name order, whole, so a file's session fixtures are made in one
+    group only; a file added later joins a group by itself."""
+    index, count = (int(part) for part in config.getoption("--shard").split("/"))
+    if not 1 <= index <= count:
+        raise pytest.UsageError(f"--shard {index}/{count}: K must be between 1 and N")
+    files = sorted({item.path for item in items})
+    group = {path: position % count + 1 for position, path in enumerate(files)}
+    kept = [item for item in items if group[item.path] == index]
+    config.hook.pytest_deselected(items=[item for item in items if group[item.path] != index])
+    items[:] = kept
+
+
 # The models every end-to-end test can use. Costs are real busy time in the built-in backends.
 MODELS = {
     "identity_fp32": ("""
