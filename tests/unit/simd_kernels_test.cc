@@ -10,7 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "runtime/kernels/quantize_rules.h"
 #include "runtime/kernels/simd/depthwise_conv.h"
+#include "runtime/kernels/simd/dynamic_quantize.h"
 #include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/simd/pointwise_conv.h"
 #include "runtime/kernels/simd/targets.h"
@@ -241,6 +243,30 @@ TEST(SimdDepthwiseConvTest, OnlyClipsThatKeepZeroMapZeroPaddingToZero) {
   EXPECT_TRUE(KeepsZeroPadding({Kind::kHardSwish}));
   EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = 0.5f, .high = 6}));
   EXPECT_FALSE(KeepsZeroPadding({.kind = Kind::kClip, .low = -6, .high = -1}));
+}
+
+// Dynamic quantisation must give the reference kernel's bytes exactly: halves to even (x / scale
+// lands on k + 0.5 with a power-of-two scale), saturation at both ends, and every tail length.
+TEST(SimdDynamicQuantizeTest, MatchesTheReferenceRulesOnEveryTargetIncludingHalvesAndSaturation) {
+  for (int64_t count : {0, 1, 7, 16, 33, 1027}) {
+    std::vector<float> x = RandomValues(static_cast<size_t>(count), 11);
+    for (size_t i = 0; i < x.size(); i += 3) x[i] = (static_cast<float>(i % 40) - 20.0f) * 0.25f + 0.125f;
+    if (count > 4) x[1] = -1000.0f, x[2] = 1000.0f;
+    float low = 0, high = 0;
+    for (float v : x) low = std::min(low, v), high = std::max(high, v);
+    OnEveryTarget([&] {
+      const ValueRange range = RangeWithZero(x.data(), count);
+      EXPECT_EQ(range.low, low);
+      EXPECT_EQ(range.high, high);
+      for (const auto& [scale, zero_point] : {std::pair{0.25f, uint8_t{100}}, std::pair{0.037f, uint8_t{3}}}) {
+        std::vector<uint8_t> q(x.size(), 7);
+        QuantizeToUint8(x.data(), count, scale, zero_point, q.data());
+        for (size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(q[i], Quantize<uint8_t>(x[i], scale, zero_point)) << "x=" << x[i] << " scale=" << scale << " i=" << i;
+        }
+      }
+    });
+  }
 }
 
 // ONEDNN_MAX_CPU_ISA caps our targets as it caps oneDNN's: an AVX2 value leaves AVX2 and below.

@@ -13,6 +13,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/quantize_rules.h"
+#include "runtime/kernels/simd/dynamic_quantize.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/threading.h"
 #include "runtime/tuning.h"
@@ -91,11 +92,35 @@ struct MatmulPlan {
   dnnl::memory a_converted;
   dnnl::memory::desc b_stored_desc, b_packed_desc;
   PackedWeights b_packed;
-  // Dynamic int8: A is quantised by QuantizeDynamically; the scales and zero point are run-time
-  // arguments (the weights' scales kept to multiply by each run's).
+  // Dynamic int8 (AppendDynamicScaling): A is quantised by QuantizeDynamically; each run's scale
+  // and zero-point correction are the data of the first two post-ops.
   bool dynamic = false;
-  std::vector<float> weight_scales, run_scales;
+  std::vector<float> weight_scales;
+  std::vector<int32_t> weight_column_sums;  // sum over k of B[k][n], from B at `column_sums_of`
+  const uint8_t* column_sums_of = nullptr;
+  float run_scale = 0;
+  std::vector<float> run_correction;
+  dnnl::memory::desc run_scale_desc, run_correction_desc;
 };
+
+// Dynamic int8 without run-time output scales or zero point, which keep oneDNN 2.6 off its brgemm
+// kernels (its gemm:jit ran bert_encoder's products 1.3x slower here): the int8 sums are scaled
+// by the weights' constant scales, then multiplied by the run's x_scale (a binary Mul by one value)
+// and corrected for the run's zero point, -x_scale * w_scale[n] * zero_point * sum_k B[k][n] (a
+// binary Add of one row), ahead of the node's own post-ops. Sums of u8 x s8 products stay exact in
+// FP32 below 2^24, far above what the correction subtracts for K in the thousands.
+constexpr int kRunScalePostOp = 0, kRunCorrectionPostOp = 1;
+void AppendDynamicScaling(const Shape& out, MatmulPlan* plan) {
+  dnnl::memory::dims ones(out.size(), 1), row = ones;
+  row.back() = out.back();
+  plan->run_scale_desc = PlainDesc(ones);
+  plan->run_correction_desc = PlainDesc(row);
+  plan->run_correction.assign(static_cast<size_t>(out.back()), 0.0f);
+  dnnl::post_ops ops;
+  ops.append_binary(dnnl::algorithm::binary_mul, plan->run_scale_desc);
+  ops.append_binary(dnnl::algorithm::binary_add, plan->run_correction_desc);
+  plan->post_ops.attr.set_post_ops(ops);
+}
 
 // Makes `plan` (its A, dst and post-ops already set) run below fp32, with B stored as `b_stored`.
 void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored,
@@ -104,12 +129,7 @@ void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored
   const dnnl::memory::desc a_converted = PlainDesc(a_dims, lp.a_type);
   dnnl::primitive_attr attr = plan->post_ops.attr;
   const int scales_mask = lp.output_scales.size() > 1 ? 1 << 1 : 0;  // per column
-  if (lp.dynamic) {
-    attr.set_output_scales(scales_mask, {DNNL_RUNTIME_F32_VAL});
-    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  } else if (lp.int8()) {
-    attr.set_output_scales(scales_mask, lp.output_scales);
-  }
+  if (lp.int8()) attr.set_output_scales(scales_mask, lp.output_scales);
   if (lp.a_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {lp.a_zero_point});
   const dnnl::memory::desc b_any(b_stored.dims(), lp.b_type, dnnl::memory::format_tag::any);
   const auto desc = bias ? dnnl::matmul::desc(a_converted, b_any, *bias, plan->dst_desc)
@@ -218,28 +238,52 @@ void AddConvAlternative(const GemmView& view, bool has_bias, float alpha, const 
 DynamicQuantization QuantizeDynamically(const Tensor& a, uint8_t* q) {
   const float* x = reinterpret_cast<const float*>(a.data.get());
   const int64_t count = ElementsOf(a);
-  constexpr int64_t kChunk = 1 << 14;
+  // Large enough that a chunk's SIMD pass outweighs handing it to another thread.
+  constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (count + kChunk - 1) / kChunk;
-  std::vector<float> lows(static_cast<size_t>(chunks), 0.0f), highs(static_cast<size_t>(chunks), 0.0f);
+  std::vector<simd::ValueRange> ranges(static_cast<size_t>(chunks));
   ParallelFor(chunks, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      float low = 0, high = 0;
-      for (int64_t i = c * kChunk; i < std::min(count, (c + 1) * kChunk); ++i) {
-        low = std::min(low, x[i]);
-        high = std::max(high, x[i]);
-      }
-      lows[static_cast<size_t>(c)] = low;
-      highs[static_cast<size_t>(c)] = high;
+      ranges[static_cast<size_t>(c)] = simd::RangeWithZero(x + c * kChunk, std::min(kChunk, count - c * kChunk));
     }
   });
-  const DynamicQuantization quantization = DynamicQuantizationOf(*std::min_element(lows.begin(), lows.end()),
-                                                                 *std::max_element(highs.begin(), highs.end()));
+  simd::ValueRange range;
+  for (const simd::ValueRange& r : ranges) range = {std::min(range.low, r.low), std::max(range.high, r.high)};
+  const DynamicQuantization quantization = DynamicQuantizationOf(range.low, range.high);
+  if (quantization.scale == 0) {
+    std::fill(q, q + count, uint8_t{0});
+    return quantization;
+  }
   ParallelFor(chunks, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin * kChunk; i < std::min(count, end * kChunk); ++i) {
-      q[i] = quantization.scale == 0 ? 0 : Quantize<uint8_t>(x[i], quantization.scale, quantization.zero_point);
-    }
+    const int64_t first = begin * kChunk;
+    simd::QuantizeToUint8(x + first, std::min(count, end * kChunk) - first, quantization.scale,
+                          quantization.zero_point, q + first);
   });
   return quantization;
+}
+
+// The run's x_scale and zero-point correction (AppendDynamicScaling), with B's column sums taken
+// once per weights buffer.
+void SetRunScaling(const DynamicQuantization& q, const Tensor& b, MatmulPlan* plan) {
+  const auto* weights = reinterpret_cast<const int8_t*>(b.data.get());
+  const auto& strides = plan->b_stored_desc.data.format_desc.blocking.strides;  // plain 2-D (k, n)
+  const int64_t k = plan->b_stored_desc.dims()[0], n = plan->b_stored_desc.dims()[1];
+  if (plan->column_sums_of != b.data.get()) {
+    plan->weight_column_sums.assign(static_cast<size_t>(n), 0);
+    for (int64_t row = 0; row < k; ++row) {
+      for (int64_t column = 0; column < n; ++column) {
+        plan->weight_column_sums[static_cast<size_t>(column)] += weights[row * strides[0] + column * strides[1]];
+      }
+    }
+    plan->column_sums_of = b.data.get();
+  }
+  plan->run_scale = q.scale;
+  const bool per_column = plan->weight_scales.size() > 1;
+  for (int64_t column = 0; column < n; ++column) {
+    const auto c = static_cast<size_t>(column);
+    plan->run_correction[c] = -q.scale * plan->weight_scales[per_column ? c : 0] * static_cast<float>(q.zero_point) *
+                              static_cast<float>(plan->weight_column_sums[c]);
+  }
 }
 
 // Runs the plan's matmul, or its 1x1-convolution alternative (timing both the first time).
@@ -273,16 +317,13 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
                                                {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
                                                {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
-    int32_t zero_point = 0;
     if (plan.dynamic) {
       const DynamicQuantization q = QuantizeDynamically(a, static_cast<uint8_t*>(plan.a_converted.get_data_handle()));
-      zero_point = q.zero_point;
-      plan.run_scales = plan.weight_scales;
-      for (float& s : plan.run_scales) s *= q.scale;
-      const auto count = static_cast<dnnl::memory::dim>(plan.run_scales.size());
-      args.emplace(DNNL_ARG_ATTR_OUTPUT_SCALES, Wrap(PlainDesc({count}), plan.run_scales.data()));
-      args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-                   Wrap(PlainDesc({1}, dnnl::memory::data_type::s32), &zero_point));
+      SetRunScaling(q, b, &plan);
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunScalePostOp) | DNNL_ARG_SRC_1,
+                   Wrap(plan.run_scale_desc, &plan.run_scale));
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunCorrectionPostOp) | DNNL_ARG_SRC_1,
+                   Wrap(plan.run_correction_desc, plan.run_correction.data()));
     } else {
       RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
     }
@@ -367,6 +408,7 @@ class DnnlMatMul final : public Kernel {
     plan->a_desc = PlainDesc(ToDims(a));
     plan->b_desc = PlainDesc(ToDims(b));
     plan->dst_desc = PlainDesc(ToDims(out));
+    if (low_precision_ && low_precision_->dynamic) AppendDynamicScaling(out, plan);
     if (!BuildPostOps(post_ops_, out, residual, &plan->post_ops)) return Status::Ok();  // not usable
     dnnl::matmul::desc desc(plan->a_desc, plan->b_desc, plan->dst_desc);
     dnnl::matmul::primitive_desc pd(desc, plan->post_ops.attr, Engine());
@@ -492,6 +534,7 @@ class DnnlGemm final : public Kernel {
       plan->bias_desc = PlainDesc(ToDims(padded));
     }
     if (low_precision_) {
+      if (low_precision_->dynamic) return Status::Internal("Gemm: dynamic int8 runs as MatMul only");
       const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
       const dnnl::memory::desc b_stored({k, n}, stored, trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
       PlanLowPrecision(*low_precision_, b_stored, c ? std::optional(plan->bias_desc) : std::nullopt, plan);

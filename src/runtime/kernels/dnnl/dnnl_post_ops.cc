@@ -6,7 +6,7 @@ namespace inferd::runtime::dnnl_kernels {
 
 bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const Tensor* residual, FusedPostOps* fused,
                   bool prefer_sum, bool residual_blocked, const std::optional<dnnl::memory::desc>& residual_desc) {
-  dnnl::post_ops post_ops;
+  dnnl::post_ops post_ops = fused->attr.get_post_ops();  // after any the kernel put first
   for (size_t i = 0; i < ops.size(); ++i) {
     const PostOp& op = ops[i];
     switch (op.kind) {
@@ -20,7 +20,7 @@ bool BuildPostOps(const std::vector<PostOp>& ops, const Shape& out_shape, const 
         if (residual_blocked && padded != out_shape) return false;
         fused->residual_desc = residual_desc ? *residual_desc : LayoutDesc(padded, residual_blocked);
         fused->residual_index = post_ops.len();
-        fused->add_as_sum = prefer_sum && i == 0 && residual->shape == out_shape;
+        fused->add_as_sum = prefer_sum && post_ops.len() == 0 && residual->shape == out_shape;
         if (fused->add_as_sum) {
           post_ops.append_sum(1.0f);
         } else {

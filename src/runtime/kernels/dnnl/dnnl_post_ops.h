@@ -21,7 +21,8 @@ struct FusedPostOps {
   bool add_as_sum = false;
 };
 
-// Expresses `ops` as oneDNN post-ops for an output of `out_shape`. False when one cannot be (a
+// Expresses `ops` as oneDNN post-ops for an output of `out_shape`, after any post-ops `fused->attr`
+// already has (a kernel's own, put first). False when one cannot be (a
 // residual that does not broadcast onto the output): the reference path runs then. A blocked
 // residual (layout propagation) has the output's shape. `residual_desc`, when given, is how the
 // residual is laid out (for a caller that views the output in other dims than the tensor's).

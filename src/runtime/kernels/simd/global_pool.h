@@ -6,7 +6,7 @@
 // ORT's 2.9. It is offered to the pooling kernel's tuning next to oneDNN's primitive, so it runs
 // where it measures faster on the machine the model runs on.
 //
-// One source for every x86 SIMD target (simd/README.md): Highway compiles it for each and picks
+// One source for every x86 SIMD target (docs/ARCHITECTURE.md, "Our own SIMD kernels"): Highway compiles it for each and picks
 // the best the CPU has at run time, so what the tests run on this machine's targets is the code
 // that runs on AVX-512.
 #pragma once
