@@ -1,5 +1,7 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include "runtime/kernels/tensor_util.h"
@@ -101,36 +103,70 @@ void PackedWeightsCache::AddConstant(const std::shared_ptr<const uint8_t>& data)
   if (data != nullptr) constants_[data.get()] = data;
 }
 
+namespace {
+dnnl::reorder ScaledOrPlainReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to, float scale) {
+  return scale == 1 ? MakeReorder(from, to) : MakeScaledReorder(from, to, scale, 0);
+}
+}  // namespace
+
 std::optional<dnnl::memory> PackedWeightsCache::Get(const std::shared_ptr<const uint8_t>& source,
-                                                    const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+                                                    const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                                    float scale) {
   auto constant = constants_.find(source.get());
   if (constant == constants_.end() || !SameBuffer(constant->second, source)) return std::nullopt;
   std::vector<Entry>& entries = packed_[source.get()];
   for (const Entry& entry : entries) {
-    if (entry.from == from && entry.to == to) return entry.packed;
+    if (entry.from == from && entry.to == to && entry.scale == scale) return entry.packed;
   }
   dnnl::memory packed(to, Engine());
-  RunReorder(Wrap(from, source.get()), packed);
-  entries.push_back({from, to, packed});
+  RunReorder(ScaledOrPlainReorder(from, to, scale), Wrap(from, source.get()), packed);
+  entries.push_back({from, to, scale, packed});
   return packed;
 }
 
 PackedWeightsCache* CurrentPackedWeights() { return CurrentRunContext().packed_weights; }
 
 void PackedWeights::Update(const std::shared_ptr<const uint8_t>& weights, const dnnl::memory::desc& from,
-                           const dnnl::memory::desc& to, bool private_copy) {
+                           const dnnl::memory::desc& to, bool private_copy, float scale) {
   if (SameBuffer(source, weights)) return;
   PackedWeightsCache* shared = private_copy ? nullptr : CurrentPackedWeights();
   dnnl::memory plain = Wrap(from, weights.get());
-  if (to == from) {
+  if (to == from && scale == 1) {
     memory = plain;
-  } else if (auto packed = shared ? shared->Get(weights, from, to) : std::nullopt) {
+  } else if (auto packed = shared ? shared->Get(weights, from, to, scale) : std::nullopt) {
     memory = *packed;
   } else {
     memory = dnnl::memory(to, Engine());
-    RunReorder(plain, memory);
+    RunReorder(ScaledOrPlainReorder(from, to, scale), plain, memory);
   }
   source = weights;
+}
+
+bool NeedsSevenBitWeights(const Tensor& w) {
+  if (!Int8PairsSaturate() || w.dtype != DataType::kInt8) return false;
+  const auto* values = reinterpret_cast<const int8_t*>(w.data.get());
+  return std::any_of(values, values + ElementsOf(w), [](int8_t v) { return v > 64 || v < -64; });
+}
+
+const void* ScaledBias::For(const Tensor& bias, float scale) {
+  if (scale == 1) return bias.data.get();
+  if (!SameBuffer(source_, bias.data)) {
+    const float* values = reinterpret_cast<const float*>(bias.data.get());
+    values_.assign(values, values + ElementsOf(bias));
+    for (float& v : values_) v *= scale;
+    source_ = bias.data;
+  }
+  return values_.data();
+}
+
+bool Int8PairsSaturate() {
+  using isa = dnnl::cpu_isa;
+  static const bool saturate = [] {
+    const isa effective = dnnl::get_effective_cpu_isa();
+    return effective != isa::avx2_vnni && effective != isa::avx512_core_vnni && effective != isa::avx512_core_bf16 &&
+           effective != isa::avx512_core_amx;
+  }();
+  return saturate;
 }
 
 KernelFactory FactoryBefore(const KernelRegistry& registry, std::string_view op) {

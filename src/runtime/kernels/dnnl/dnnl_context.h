@@ -91,11 +91,12 @@ class PackedWeightsCache {
   // `source` (laid out as `from`) in layout `to`, reordered on first use; nullopt when `source`
   // is not one of the constants.
   std::optional<dnnl::memory> Get(const std::shared_ptr<const uint8_t>& source, const dnnl::memory::desc& from,
-                                  const dnnl::memory::desc& to);
+                                  const dnnl::memory::desc& to, float scale = 1);
 
  private:
   struct Entry {
     dnnl::memory::desc from, to;
+    float scale;
     dnnl::memory packed;
   };
   std::map<const uint8_t*, std::shared_ptr<const uint8_t>> constants_;
@@ -109,10 +110,36 @@ PackedWeightsCache* CurrentPackedWeights();
 struct PackedWeights {
   std::shared_ptr<const uint8_t> source;  // held, so its address cannot come back as another's
   dnnl::memory memory;
-  // Makes `memory` hold `weights` (laid out as `from`) in layout `to`: nothing when it already
-  // does; the session's shared copy of a constant unless `private_copy`; a reorder otherwise.
+  // Makes `memory` hold `weights` (laid out as `from`) in layout `to`, times `scale` (rounded to
+  // nearest even): nothing when it already does; the session's shared copy of a constant unless
+  // `private_copy`; a reorder otherwise.
   void Update(const std::shared_ptr<const uint8_t>& weights, const dnnl::memory::desc& from,
-              const dnnl::memory::desc& to, bool private_copy = false);
+              const dnnl::memory::desc& to, bool private_copy = false, float scale = 1);
+};
+
+// Whether oneDNN's int8 kernels on this CPU (as ONEDNN_MAX_CPU_ISA leaves it) add two u8 x s8
+// products in int16 before widening (vpmaddubsw: AVX2 and AVX-512 without VNNI), where the sum
+// saturates once activations and weights are both large; VNNI adds four in int32. oneDNN halves
+// the weights itself only in convolutions with a signed input; our int8 kernels halve them
+// (kSevenBitWeights, as ONNX Runtime's reduce_range does) where the input fills the uint8 range:
+// every int8 MatMul/Gemm (oneDNN's GEMM shifts a signed A by 128) and convolutions whose uint8
+// input has a zero point (dnnl_conv.cc says why not the others).
+bool Int8PairsSaturate();
+inline constexpr float kSevenBitWeights = 0.5f;
+// Whether int8 weights `w` need halving here: pairs saturate and some |w| > 64 (two products of
+// 255 and 64 still fit int16). Decided once per plan from the weights it first runs with: the
+// fused int8 nodes' weights are constants.
+bool NeedsSevenBitWeights(const Tensor& w);
+
+// An int8 node's fp32 bias (in the int32 sums' units, added before the output scales) times the
+// factor its weights were scaled by: kept for the bias buffer it came from.
+class ScaledBias {
+ public:
+  const void* For(const Tensor& bias, float scale);
+
+ private:
+  std::shared_ptr<const uint8_t> source_;
+  std::vector<float> values_;
 };
 
 // The kernels' cache of one primitive per key (shapes...) with the name of oneDNN's implementation

@@ -1,6 +1,7 @@
 // oneDNN MatMul and Gemm: one oneDNN matmul primitive per input shape, falling back to the
 // reference kernel for what oneDNN cannot run.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -50,7 +51,7 @@ struct LowPrecision {
   dnnl::memory::data_type a_type, b_type;
   float a_scale = 1;                 // multiplies A in its conversion (int8: 1 / x_scale)
   int32_t a_zero_point = 0;          // int8: added to A in its conversion, subtracted by the product
-  std::vector<float> output_scales;  // int8 only (dynamic: the weights' scales, times each run's x_scale)
+  std::vector<float> output_scales;  // int8 only (dynamic: the weights' scales; the run's x_scale is a post-op)
   bool dynamic = false;              // int8: A's scale and zero point come from each run's range
   bool int8() const { return !output_scales.empty(); }
 };
@@ -92,6 +93,8 @@ struct MatmulPlan {
   dnnl::memory a_converted;
   dnnl::memory::desc b_stored_desc, b_packed_desc;
   PackedWeights b_packed;
+  float b_scale = 1;  // kSevenBitWeights where int8 pairs saturate (Int8PairsSaturate)
+  ScaledBias scaled_bias;  // the bias with it
   // Dynamic int8 (AppendDynamicScaling): A is quantised by QuantizeDynamically; each run's scale
   // and zero-point correction are the data of the first two post-ops.
   bool dynamic = false;
@@ -123,13 +126,18 @@ void AppendDynamicScaling(const Shape& out, MatmulPlan* plan) {
 }
 
 // Makes `plan` (its A, dst and post-ops already set) run below fp32, with B stored as `b_stored`.
-void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored,
+void PlanLowPrecision(const LowPrecision& lp, const Tensor& b, const dnnl::memory::desc& b_stored,
                       const std::optional<dnnl::memory::desc>& bias, MatmulPlan* plan) {
   const dnnl::memory::dims a_dims = plan->a_desc.dims();
   const dnnl::memory::desc a_converted = PlainDesc(a_dims, lp.a_type);
   dnnl::primitive_attr attr = plan->post_ops.attr;
   const int scales_mask = lp.output_scales.size() > 1 ? 1 << 1 : 0;  // per column
-  if (lp.int8()) attr.set_output_scales(scales_mask, lp.output_scales);
+  std::vector<float> output_scales = lp.output_scales;
+  if (lp.int8() && NeedsSevenBitWeights(b)) {  // oneDNN's int8 GEMM never halves B itself
+    plan->b_scale = kSevenBitWeights;
+    for (float& scale : output_scales) scale /= kSevenBitWeights;
+  }
+  if (lp.int8()) attr.set_output_scales(scales_mask, output_scales);
   if (lp.a_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {lp.a_zero_point});
   const dnnl::memory::desc b_any(b_stored.dims(), lp.b_type, dnnl::memory::format_tag::any);
   const auto desc = bias ? dnnl::matmul::desc(a_converted, b_any, *bias, plan->dst_desc)
@@ -139,7 +147,7 @@ void PlanLowPrecision(const LowPrecision& lp, const dnnl::memory::desc& b_stored
   plan->primitive = dnnl::matmul(pd);
   plan->dynamic = lp.dynamic;
   if (lp.dynamic) {
-    plan->weight_scales = lp.output_scales;
+    plan->weight_scales = output_scales;
   } else {
     plan->a_convert = lp.int8() ? MakeScaledReorder(plan->a_desc, a_converted, lp.a_scale, lp.a_zero_point)
                                 : MakeReorder(plan->a_desc, a_converted);
@@ -272,7 +280,10 @@ void SetRunScaling(const DynamicQuantization& q, const Tensor& b, MatmulPlan* pl
     plan->weight_column_sums.assign(static_cast<size_t>(n), 0);
     for (int64_t row = 0; row < k; ++row) {
       for (int64_t column = 0; column < n; ++column) {
-        plan->weight_column_sums[static_cast<size_t>(column)] += weights[row * strides[0] + column * strides[1]];
+        const int8_t w = weights[row * strides[0] + column * strides[1]];
+        // As B was packed: halved where int8 pairs saturate, by the reorder's rounding (to nearest even).
+        plan->weight_column_sums[static_cast<size_t>(column)] +=
+            plan->b_scale == 1 ? w : static_cast<int32_t>(std::nearbyint(static_cast<float>(w) * plan->b_scale));
       }
     }
     plan->column_sums_of = b.data.get();
@@ -312,7 +323,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
     return Status::Ok();
   };
   if (plan.low_precision) {
-    plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc);
+    plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc, /*private_copy=*/false, plan.b_scale);
     BindScratch({&plan.a_converted});
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
                                                {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
@@ -327,7 +338,7 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
     } else {
       RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
     }
-    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
+    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, plan.scaled_bias.For(*bias, plan.b_scale)));
     AddResidualArgument(plan.post_ops, residual, &args);
     RunPrimitive(plan.primitive, std::move(args));
     ThreadStream().wait();
@@ -366,7 +377,7 @@ class DnnlMatMul final : public Kernel {
     const Tensor* residual = ResidualOf(post_ops_, in);
     auto key = std::make_tuple(a->shape, b->shape, ShapeOrEmpty(residual));
     ASSIGN_OR_RETURN(MatmulPlan* found, FindOrCreatePlan(plans_, key, "MatMul", [&](MatmulPlan* created) {
-      return CreatePlan(a->shape, b->shape, residual, created);
+      return CreatePlan(a->shape, *b, residual, created);
     }));
     MatmulPlan& plan = *found;
     if (!plan.usable && int8) return Status::InvalidArgument("int8 MatMul: oneDNN cannot run this shape");
@@ -382,7 +393,8 @@ class DnnlMatMul final : public Kernel {
   }
 
  private:
-  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* residual, MatmulPlan* plan) {
+  Status CreatePlan(const Shape& a_shape, const Tensor& b_tensor, const Tensor* residual, MatmulPlan* plan) {
+    const Shape& b_shape = b_tensor.shape;
     const size_t rank = std::max(a_shape.size(), b_shape.size());
     Shape a = a_shape, b = b_shape;
     a.insert(a.begin(), rank - a.size(), 1);  // oneDNN wants equal ranks; ones broadcast
@@ -422,7 +434,7 @@ class DnnlMatMul final : public Kernel {
     plan->usable = true;
     if (low_precision_ && flat && b_shape.size() == 2 && !plan->post_ops_after) {
       const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
-      PlanLowPrecision(*low_precision_, PlainDesc(ToDims(b), stored), std::nullopt, plan);
+      PlanLowPrecision(*low_precision_, b_tensor, PlainDesc(ToDims(b), stored), std::nullopt, plan);
       return Status::Ok();
     }
     if (low_precision_ && low_precision_->int8()) return Status::Internal("int8 MatMul: B must be 2-D and the product flat");
@@ -495,7 +507,7 @@ class DnnlGemm final : public Kernel {
     const Tensor* residual = ResidualOf(post_ops_, in);
     auto key = std::make_tuple(a->shape, b->shape, c != nullptr, ShapeOrEmpty(c), ShapeOrEmpty(residual));
     ASSIGN_OR_RETURN(MatmulPlan* found, FindOrCreatePlan(plans_, key, "Gemm", [&](MatmulPlan* created) {
-      return CreatePlan(a->shape, b->shape, c, residual, created);
+      return CreatePlan(a->shape, *b, c, residual, created);
     }));
     MatmulPlan& plan = *found;
     if (!plan.usable && int8) return Status::InvalidArgument("int8 Gemm: oneDNN cannot run this shape");
@@ -510,8 +522,9 @@ class DnnlGemm final : public Kernel {
   }
 
  private:
-  Status CreatePlan(const Shape& a_shape, const Shape& b_shape, const Tensor* c, const Tensor* residual,
+  Status CreatePlan(const Shape& a_shape, const Tensor& b_tensor, const Tensor* c, const Tensor* residual,
                     MatmulPlan* plan) {
+    const Shape& b_shape = b_tensor.shape;
     const int64_t m = trans_a_ ? a_shape[1] : a_shape[0], k = trans_a_ ? a_shape[0] : a_shape[1];
     const int64_t n = trans_b_ ? b_shape[0] : b_shape[1];
     if ((trans_b_ ? b_shape[1] : b_shape[0]) != k) return Status::InvalidArgument("Gemm: inner dims differ");
@@ -537,7 +550,7 @@ class DnnlGemm final : public Kernel {
       if (low_precision_->dynamic) return Status::Internal("Gemm: dynamic int8 runs as MatMul only");
       const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
       const dnnl::memory::desc b_stored({k, n}, stored, trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
-      PlanLowPrecision(*low_precision_, b_stored, c ? std::optional(plan->bias_desc) : std::nullopt, plan);
+      PlanLowPrecision(*low_precision_, b_tensor, b_stored, c ? std::optional(plan->bias_desc) : std::nullopt, plan);
       plan->usable = true;
       return Status::Ok();
     }
