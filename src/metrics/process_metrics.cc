@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/container_resources.h"
 #include "metrics/metrics_registry.h"
 
 namespace inferd {
@@ -102,6 +103,31 @@ void RegisterProcessMetrics(MetricsRegistry* registry) {
   registry->AddScrapedValue("inferd_process_resident_memory_bytes", {}, ProcessResidentBytes);
   registry->AddScrapedValue("inferd_process_threads", {}, ProcessThreads);
   registry->AddScrapedValue("inferd_process_open_fds", {}, ProcessOpenFds);
+  RegisterContainerMetrics(registry);
+}
+
+void RegisterContainerMetrics(MetricsRegistry* registry) {
+  const ContainerResources& resources = ProcessResources();
+  registry->Declare("inferd_container_cpus", MetricsRegistry::Type::kGauge,
+                    "CPUs the process sizes its threads for: the cgroup CPU quota rounded up, the affinity mask and "
+                    "the online CPUs, whichever is least.");
+  registry->AddScrapedValue("inferd_container_cpus", {}, [&resources] { return static_cast<double>(resources.AvailableCpus()); });
+  // Declared always, so that dashboards and docs see one set of families; a series only where the
+  // value exists (no cgroup limit, or no memory controller: none).
+  registry->Declare("inferd_container_memory_limit_bytes", MetricsRegistry::Type::kGauge,
+                    "The cgroup memory limit (the tightest of the process's group and its ancestors).");
+  registry->Declare("inferd_container_memory_working_set_bytes", MetricsRegistry::Type::kGauge,
+                    "The cgroup's memory use less inactive file cache: the working set the kubelet and the OOM "
+                    "killer judge.");
+  if (resources.memory_limit_bytes) {
+    registry->AddScrapedValue("inferd_container_memory_limit_bytes", {},
+                              [&resources] { return static_cast<double>(*resources.memory_limit_bytes); });
+  }
+  if (resources.memory_cgroup_version != 0) {
+    registry->AddScrapedValue("inferd_container_memory_working_set_bytes", {}, [&resources] {
+      return static_cast<double>(MemoryWorkingSetBytes(resources).value_or(0));
+    });
+  }
 }
 
 }  // namespace inferd

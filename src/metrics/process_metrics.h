@@ -15,6 +15,9 @@ double ProcessResidentBytes();
 double ProcessThreads();
 double ProcessOpenFds();  // the entries of /proc/self/fd (the directory's own included)
 void RegisterProcessMetrics(MetricsRegistry* registry);
+// The container's limits as the process sees them (common/container_resources.h): CPUs always;
+// the memory limit and working set where a cgroup memory controller is found. Part of the above.
+void RegisterContainerMetrics(MetricsRegistry* registry);
 
 // TCP connections in state ESTABLISHED whose local port is `port` (IPv4 and IPv6, this network
 // namespace: /proc/net/tcp{,6}). The kernel's table rather than counters in the frontends, because

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/container_resources.h"
 #include "runtime/quantization/quantize_model.h"
 #include "runtime/threading.h"
 #include "server/calibration_set.h"
@@ -43,7 +44,7 @@ void AddQuantizeFlags(CLI::App* command, QuantizeFlags* flags) {
   command->add_option("--out", flags->out, "The QDQ model to write (default: MODEL.int8.onnx next to the model)");
   command->add_option("--max-batches", flags->max_batches, "Calibrate on at most this many batches (0: all)")
       ->capture_default_str();
-  command->add_option("--threads", flags->threads, "Intra-op threads for the calibration runs (0: every core)")
+  command->add_option("--threads", flags->threads, "Intra-op threads for the calibration runs (0: the CPUs available to the process)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   command->add_flag("--verbose", flags->verbose, "Print each activation's range and chosen threshold");
@@ -61,7 +62,7 @@ int RunQuantize(const QuantizeFlags& flags) {
   }
   const fs::path model(flags.model);
   const fs::path out = flags.out.empty() ? model.parent_path() / (model.stem().string() + ".int8.onnx") : fs::path(flags.out);
-  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = flags.threads > 0 ? flags.threads : AvailableCpus();  // the container's, not the node's
   runtime::SetIntraOpThreads(threads);
   ProgressBar progress("calibrating", calibration->batch_count);
   runtime::QuantizeOptions options{.method = *method, .percentile = flags.percentile,

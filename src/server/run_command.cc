@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "common/container_resources.h"
 #include "common/npy.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/session.h"
@@ -255,7 +256,7 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
       ->capture_default_str();
   command->add_option("--iterations", flags->iterations, "Timed runs")->check(CLI::Range(1, 1000000))->capture_default_str();
   command->add_option("--warmup", flags->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000))->capture_default_str();
-  command->add_option("--threads", flags->threads, "Intra-op threads (0: every core)")->check(CLI::Range(0, 4096))->capture_default_str();
+  command->add_option("--threads", flags->threads, "Intra-op threads (0: the CPUs available to the process, cgroup quota and affinity)")->check(CLI::Range(0, 4096))->capture_default_str();
   command->add_flag("--json", flags->json, "Print the report as JSON");
   command->add_flag("--dump-graph", flags->dump_graph, "Print op counts and the kernel implementation per op");
   command->add_flag("--profile", flags->profile, "Print the time spent per op type and the slowest nodes over the timed runs (with --json: every node's)");
@@ -271,7 +272,7 @@ void AddRunFlags(CLI::App* command, RunFlags* flags) {
 }
 
 int RunRun(const RunFlags& flags) {
-  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = flags.threads > 0 ? flags.threads : AvailableCpus();  // the container's, not the node's
   runtime::SetIntraOpThreads(threads);
   const auto load_start = Clock::now();
   runtime::SessionOptions options;

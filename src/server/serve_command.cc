@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/container_resources.h"
 #include "common/stop_signals.h"
 #include "core/inference_server.h"
 #include "frontends/grpc/grpc_server.h"
@@ -39,7 +40,7 @@ void AddGrpcFlags(CLI::App* command, ServeFlags* flags) {
   command
       ->add_option("--grpc-threads", flags->grpc_threads,
                    "Threads polling gRPC's completion queues: they parse and answer calls, never running "
-                   "models (0: one per eight cores, at least one)")
+                   "models (0: one per eight available CPUs, at least one)")
       ->check(CLI::Range(0, 256))
       ->capture_default_str()
       ->envname("INFERD_GRPC_THREADS");
@@ -139,14 +140,14 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->envname("INFERD_METRICS_PORT");
   command
       ->add_option("--http-threads", flags->http_threads,
-                   "I/O threads parsing and writing HTTP, never running models (0: one per four cores, "
+                   "I/O threads parsing and writing HTTP, never running models (0: one per four available CPUs, "
                    "at least one)")
       ->check(CLI::Range(0, 256))
       ->capture_default_str()
       ->envname("INFERD_HTTP_THREADS");
   command
       ->add_option("--threads", flags->threads,
-                   "Cores given to inference, divided among model instances (0: all cores)")
+                   "Cores given to inference, divided among model instances (0: the CPUs available to the process: its cgroup quota rounded up, its affinity mask)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str()
       ->envname("INFERD_THREADS");
@@ -197,7 +198,7 @@ namespace {
 // I/O is cheap next to inference: a request costs an I/O thread tens of microseconds, so a large
 // machine needs few I/O threads. (On 2 cores, one I/O thread instead of the default two helped at
 // concurrency 8 and hurt at 64: docs/BENCHMARKS.md.)
-int DefaultHttpThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 4)); }
+int DefaultHttpThreads() { return std::max(1, AvailableCpus() / 4); }
 
 }  // namespace
 
@@ -232,8 +233,9 @@ int RunServe(const ServeFlags& flags) {
       return 1;
     }
   }
-  options.threads =
-      flags.threads > 0 ? flags.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Thread counts follow the CPUs this container may use (its cgroup quota and affinity), not the node's.
+  spdlog::info("resources: {}", ProcessResources().Describe());
+  options.threads = flags.threads > 0 ? flags.threads : AvailableCpus();
 
   InferenceServer server(options);
   if (Status status = server.Start(); !status.ok()) {

@@ -61,7 +61,8 @@ def write_repository(root, models):
 class Inferd:
     _started = weakref.WeakSet()
 
-    def __init__(self, repository, *extra_args):
+    def __init__(self, repository, *extra_args, preexec=None):
+        """preexec: run in the child before inferd starts (join a cgroup, set the affinity)."""
         self._killed = False
         self.http_port = free_port()
         self.metrics_port = free_port()
@@ -75,7 +76,7 @@ class Inferd:
              "--http-address", "127.0.0.1", "--http-port", str(self.http_port),
              "--metrics-port", str(self.metrics_port),
              "--grpc-address", "127.0.0.1", "--grpc-port", str(self.grpc_port), *extra_args],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=preexec)
         Inferd._started.add(self)
         self._wait_live()
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "common/container_resources.h"
 #include "core/server_info.h"
 #include "frontends/grpc/call_queues.h"
 #include "frontends/grpc/grpc_call_util.h"
@@ -286,7 +287,7 @@ class GrpcServer::Handlers {
 namespace {
 
 // One polling thread per eight cores: a call costs its poller tens of microseconds.
-int DefaultCallThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency() / 8)); }
+int DefaultCallThreads() { return std::max(1, AvailableCpus() / 8); }  // the container's CPUs, not the node's
 
 // Calls of one method kept offered per queue: ModelInfer arrives in bursts as deep as the clients'
 // concurrency; the rest are rare.
