@@ -211,6 +211,20 @@ std::string ContainerResources::Describe() const {
   return text.str();
 }
 
+Status SetOomScoreAdjustment(int value) {
+  if (value < -1000 || value > 1000) {
+    return Status::InvalidArgument("--oom-score-adj " + std::to_string(value) + ": must be within -1000..1000");
+  }
+  std::ofstream out("/proc/self/oom_score_adj");
+  out << value << '\n';
+  out.flush();
+  if (!out) {
+    return Status::FailedPrecondition("--oom-score-adj " + std::to_string(value) +
+                                      ": /proc/self/oom_score_adj refused it (lowering it needs CAP_SYS_RESOURCE)");
+  }
+  return Status::Ok();
+}
+
 const ContainerResources& ProcessResources() {
   static const ContainerResources resources = DetectContainerResources();
   return resources;

@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace inferd {
 
 // Where the files are, so that tests can lay out a fake tree.
@@ -54,6 +56,11 @@ inline int AvailableCpus() { return ProcessResources().AvailableCpus(); }
 // inactive file cache, the working set by which the kubelet judges a pod. nullopt without a
 // memory controller.
 std::optional<int64_t> MemoryWorkingSetBytes(const ContainerResources& resources);
+
+// Writes /proc/self/oom_score_adj (-1000..1000): how readily the kernel's OOM killer picks this
+// process. Critical servers lower it (which needs CAP_SYS_RESOURCE), batch work raises it, as a
+// pod's QoS class does for its containers.
+Status SetOomScoreAdjustment(int value);
 
 // The parsers behind it.
 // cgroup v2 cpu.max: "QUOTA PERIOD" (microseconds) or "max PERIOD" (no limit).

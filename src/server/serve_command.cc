@@ -158,6 +158,11 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
       ->envname("INFERD_HTTP_MAX_BODY_BYTES");
   AddGrpcFlags(command, flags);
   command
+      ->add_option("--oom-score-adj", flags->oom_score_adj,
+                   "Written to /proc/self/oom_score_adj at start (-1000..1000): lower protects a critical "
+                   "server from the kernel's OOM killer (needs CAP_SYS_RESOURCE), higher offers it first")
+      ->envname("INFERD_OOM_SCORE_ADJ");
+  command
       ->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
                    "On SIGTERM, how long to wait for in-flight requests before exiting")
       ->capture_default_str()
@@ -235,6 +240,13 @@ int RunServe(const ServeFlags& flags) {
   }
   // Thread counts follow the CPUs this container may use (its cgroup quota and affinity), not the node's.
   spdlog::info("resources: {}", ProcessResources().Describe());
+  if (flags.oom_score_adj) {
+    if (Status set = SetOomScoreAdjustment(*flags.oom_score_adj); !set.ok()) {
+      spdlog::critical("{}", set.message());
+      return 1;
+    }
+    spdlog::info("oom_score_adj set to {}", *flags.oom_score_adj);
+  }
   options.threads = flags.threads > 0 ? flags.threads : AvailableCpus();
 
   InferenceServer server(options);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct ServeFlags {
   int grpc_http2_min_recv_ping_interval_ms = 300'000;
   int grpc_http2_max_ping_strikes = 2;
   int exit_timeout_secs = 30;
+  std::optional<int> oom_score_adj;  // written to /proc/self/oom_score_adj at start
   int prediction_horizon_secs = 10;
   int prediction_period_secs = 0;
   int alert_window_secs = 120;

@@ -101,3 +101,18 @@ def test_a_cgroup_quota_and_memory_limit_size_the_server(repository):
     finally:
         for group in groups:
             group.rmdir()  # empty once the server has exited
+
+
+def test_oom_score_adj_is_written_at_start(repository):
+    server = Inferd(repository, "--oom-score-adj", "500")
+    try:
+        assert Path(f"/proc/{server.process.pid}/oom_score_adj").read_text().strip() == "500"
+        assert "oom_score_adj set to 500" in server.logs()
+    finally:
+        assert server.stop() == 0, server.logs()
+
+
+@pytest.mark.parametrize("value", ["1001", "-2000"])
+def test_an_oom_score_adj_out_of_range_stops_the_server_with_a_clear_error(repository, value):
+    with pytest.raises(RuntimeError, match=r"must be within -1000\.\.1000"):
+        Inferd(repository, "--oom-score-adj", value)
