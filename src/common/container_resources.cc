@@ -3,12 +3,14 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "common/option_list.h"
 
 namespace inferd {
 namespace fs = std::filesystem;
@@ -29,27 +31,15 @@ std::string_view Trim(std::string_view text) {
   return text;
 }
 
+// A cgroup file's number (they end in a newline).
 std::optional<int64_t> ParseInt(std::string_view text) {
-  text = Trim(text);
   int64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (!ParseWholeNumber(Trim(text), &value)) return std::nullopt;
   return value;
 }
 
-std::vector<std::string_view> Split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
-}
-
 bool HasItem(std::string_view comma_list, std::string_view item) {
-  for (std::string_view part : Split(comma_list, ',')) {
+  for (std::string_view part : SplitOn(comma_list, ',')) {
     if (part == item) return true;
   }
   return false;
@@ -68,7 +58,7 @@ Hierarchy FindHierarchy(const std::string& mountinfo, std::string_view controlle
   Hierarchy v2;
   std::istringstream lines(mountinfo);
   for (std::string line; std::getline(lines, line);) {
-    const std::vector<std::string_view> fields = Split(line, ' ');
+    const std::vector<std::string_view> fields = SplitOn(line, ' ');
     const auto dash = std::find(fields.begin(), fields.end(), "-");
     if (fields.size() < 5 || dash == fields.end() || fields.end() - dash < 4) continue;
     const std::string_view fstype = dash[1], super_options = dash[3];
@@ -136,7 +126,7 @@ int AffinityCpus(int online) {
 }  // namespace
 
 std::optional<double> ParseCpuMax(std::string_view text) {
-  const std::vector<std::string_view> parts = Split(Trim(text), ' ');
+  const std::vector<std::string_view> parts = SplitOn(Trim(text), ' ');
   if (parts.size() != 2 || parts[0] == "max") return std::nullopt;
   const auto quota = ParseInt(parts[0]), period = ParseInt(parts[1]);
   if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
@@ -157,7 +147,7 @@ std::optional<int64_t> ParseMemoryLimit(std::string_view text) {
 }
 
 std::optional<int64_t> MemoryStatValue(std::string_view memory_stat, std::string_view key) {
-  for (std::string_view line : Split(memory_stat, '\n')) {
+  for (std::string_view line : SplitOn(memory_stat, '\n')) {
     if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
       return ParseInt(line.substr(key.size() + 1));
     }
@@ -168,6 +158,7 @@ std::optional<int64_t> MemoryStatValue(std::string_view memory_stat, std::string
 ContainerResources DetectContainerResources(const CgroupFiles& files) {
   ContainerResources resources;
   resources.online_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A fake tree (tests) describes limits, not this process: the real affinity mask would leak in.
   resources.affinity_cpus = files.root.empty() ? AffinityCpus(resources.online_cpus) : resources.online_cpus;
   if (const auto cpu = FindGroupDir(files, "cpu")) {
     resources.cpu_quota = TightestLimit<double>(*cpu, [&](const fs::path& dir) {

@@ -15,6 +15,9 @@ namespace inferd {
 // The pairs in order; an error for an item without '='. Spaces around items are dropped.
 StatusOr<std::vector<std::pair<std::string, std::string>>> ParseOptionList(const std::string& text);
 
+// The pieces of `text` between `separator`s, empty ones included ("a,,b" -> a, "", b).
+std::vector<std::string_view> SplitOn(std::string_view text, char separator);
+
 // The whole of `text` as a number of type T (std::from_chars); false when it is not one.
 template <typename T>
 bool ParseWholeNumber(std::string_view text, T* value) {

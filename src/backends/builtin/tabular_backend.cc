@@ -18,6 +18,7 @@
 #include "backends/backend.h"
 #include "backends/builtin/builtin_backends.h"
 #include "common/bytes_elements.h"
+#include "common/option_list.h"
 
 namespace inferd {
 
@@ -76,17 +77,6 @@ StatusOr<float> ParseFloat(std::string_view text) {
     return Status::InvalidArgument("'" + std::string(text) + "' is not a number");
   }
   return value;
-}
-
-std::vector<std::string_view> SplitOn(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
 }
 
 StatusOr<Standardizer> ParseStandardizer(const std::string& text, int64_t width) {

@@ -1,7 +1,6 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 
 #include <algorithm>
-
 #include <stdexcept>
 
 #include "runtime/kernels/tensor_util.h"
