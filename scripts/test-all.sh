@@ -7,6 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The Kubernetes manifests' schema check (tests/e2e/test_kubernetes.py) runs on these npm packages.
+(cd deploy/kubernetes/validate && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 
 echo "== release build"
 bash scripts/build.sh release

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -60,6 +61,15 @@ struct LoadOptions {
   int intra_op_threads = 1;
 };
 
+// What a prepared instance holds: its weights (as loaded, and as repacked for its kernels) and its
+// working memory (the memory plan's arena, scratch). The server estimates a further instance's
+// need from the first one's (lifecycle/memory_admission.h).
+struct MemoryFootprint {
+  int64_t weights_bytes = 0;
+  int64_t working_bytes = 0;
+  int64_t total() const { return weights_bytes + working_bytes; }
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -74,6 +84,8 @@ class Model {
   // How many times the model has prepared an input shape set so far (again for one it had prepared
   // and then let go of). Read by the executing thread only.
   virtual int64_t PreparedShapes() const { return 0; }
+  // nullopt: the backend does not account for its memory.
+  virtual std::optional<MemoryFootprint> Footprint() const { return std::nullopt; }
 };
 
 // Whether a file in a version folder is one a backend writes there for itself (the ONNX

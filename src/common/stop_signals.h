@@ -3,7 +3,9 @@
 // the thread that will stop the process.
 #pragma once
 
+#include <chrono>
 #include <csignal>
+#include <optional>
 
 namespace inferd {
 
@@ -11,5 +13,7 @@ sigset_t BlockStopSignals();
 
 // Returns the signal received.
 int WaitForStopSignal(const sigset_t& stop_signals);
+// The same for at most `timeout`: nullopt when none came.
+std::optional<int> WaitForStopSignal(const sigset_t& stop_signals, std::chrono::milliseconds timeout);
 
 }  // namespace inferd

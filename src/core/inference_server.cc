@@ -81,7 +81,7 @@ InferenceServer::InferenceServer(ServerOptions options)
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
       forecasts_(options_.forecast, options_.prediction_horizon_s),
       models_(std::make_unique<ModelManager>(
-          ModelManager::Options{options_.repositories, options_.threads,
+          ModelManager::Options{options_.repositories, options_.threads, options_.memory_admission,
                                 [this](std::unique_ptr<InferRequest> request, InferCallback done) {
                                   DispatchStep(std::move(request), std::move(done));
                                 },
@@ -164,7 +164,7 @@ Status InferenceServer::Start() {
 }
 
 bool InferenceServer::IsReady() const {
-  return !draining_.load() && (!options_.strict_readiness || models_->AllReady());
+  return !draining_.load() && !leaving_.load() && (!options_.strict_readiness || models_->AllReady());
 }
 
 ModelReadiness InferenceServer::ModelStateOf(std::string_view name, int64_t version) const {

@@ -18,6 +18,7 @@
 #include "common/mutex.h"
 #include "core/model_view.h"
 #include "common/load_override.h"
+#include "lifecycle/memory_admission.h"
 #include "lifecycle/mirror.h"
 #include "lifecycle/model_state.h"
 #include "lifecycle/rollout.h"
@@ -56,6 +57,9 @@ struct ServerOptions {
   // The price: on a server whose cores are all busy serving, a load advances only in idle time.
   bool loads_at_idle_priority = true;
   int threads = 1;
+  // --memory-limit-fraction: loads that the container's memory limit has no room for are refused
+  // (lifecycle/memory_admission.h). Null: no check.
+  std::shared_ptr<MemoryAdmission> memory_admission;
   // Triton's --strict-readiness: the server is ready only when every model that should be loaded
   // is ready. Off: ready once it is up and not draining, whatever the models.
   bool strict_readiness = true;
@@ -130,6 +134,9 @@ class InferenceServer {
   void LoadModelAsync(std::string name, LoadOverride override, std::function<void(Status)> done);
   void UnloadModelAsync(std::string name, std::function<void(Status)> done);
 
+  // The step before a drain (--drain-delay-secs): readiness turns false so that load balancers
+  // polling it stop sending, while requests are still served as before.
+  void BeginLeaving() { leaving_.store(true); }
   // Graceful stop: new requests get UNAVAILABLE and readiness turns false; then wait (bounded)
   // until every accepted request is answered.
   void BeginDrain();
@@ -189,6 +196,7 @@ class InferenceServer {
   std::unique_ptr<RolloutController> rollouts_;
 
   std::atomic<bool> draining_{false};
+  std::atomic<bool> leaving_{false};
   std::atomic<int64_t> inflight_{0};
   Mutex idle_mu_;  // only pairs with idle_cv_: inflight_ is atomic
   CondVar idle_cv_;

@@ -112,6 +112,7 @@ class PlannedBatchModel final : public Model {
 
   bool PreparesPerShape() const override { return model_->PreparesPerShape(); }
   int64_t PreparedShapes() const override { return model_->PreparedShapes(); }
+  std::optional<MemoryFootprint> Footprint() const override { return model_->Footprint(); }
 
  private:
   std::unique_ptr<Model> model_;

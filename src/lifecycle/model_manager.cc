@@ -199,7 +199,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const Model
       spdlog::warn("model '{}': KIND_GPU requested; inferd executes on CPU", config.name());
     }
   }
-  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config)};
+  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config), options_.memory_admission.get()};
   return ModelVersion::Prepare(config, version, version_dir, context);
 }
 

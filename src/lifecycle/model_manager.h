@@ -33,6 +33,8 @@ class ModelManager {
   struct Options {
     std::vector<std::filesystem::path> repositories;
     int threads = 1;  // cores given to the process; divided among instances
+    // Refuses loads the memory limit has no room for (lifecycle/memory_admission.h); null: none.
+    std::shared_ptr<MemoryAdmission> memory_admission;
     // Where ensembles send their steps' requests: the server's door (route, validate, queue).
     StepDispatch step_dispatch;
     // What routers get of the server (their door, pools, load facts); metrics and clock are the

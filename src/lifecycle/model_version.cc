@@ -193,22 +193,44 @@ namespace {
 
 // Loads, prepares (planned batch sizes) and warms up every instance; `warmup_ns` gets the time of
 // the last two.
+// Asks for the memory of instance `index` (0-based): the model's files for the first, what the
+// first holds once prepared for the others (lifecycle/memory_admission.h).
+StatusOr<MemoryAdmission::Reservation> AdmitInstance(const ModelConfig& config, const std::filesystem::path& version_dir,
+                                                     int index, int count, const std::optional<MemoryFootprint>& first,
+                                                     MemoryAdmission* memory) {
+  if (memory == nullptr) return MemoryAdmission::Reservation();
+  std::string what = "model '" + config.name() + "' version " + version_dir.filename().string();
+  if (count > 1) what += ", instance " + std::to_string(index + 1) + " of " + std::to_string(count) + ",";
+  if (index == 0 || !first) {
+    const int64_t files = ModelFilesBytes(version_dir);
+    return memory->Admit(files, what, "its files' size, a lower bound until it is planned");
+  }
+  return memory->Admit(first->total(), what,
+                       "weights " + Mebibytes(first->weights_bytes) + " + working memory " +
+                           Mebibytes(first->working_bytes) + ", as instance 1 holds");
+}
+
 Status BuildInstances(const ModelConfig& config, const std::filesystem::path& version_dir,
                       const ModelVersion::LoadContext& context, std::vector<std::unique_ptr<Model>>* instances,
                       int64_t* warmup_ns) {
   const int count = InstanceCount(config);
   ASSIGN_OR_RETURN(const bool lazy, LoadsLazily(config));
+  std::optional<MemoryFootprint> first_footprint;
   for (int i = 0; i < count; ++i) {
     if (lazy) {
       instances->push_back(std::make_unique<LazyModel>(context.backend, config,
                                                        LoadOptions{version_dir, context.intra_op_threads}));
       continue;
     }
+    // Held until this instance is prepared, when the working set has taken it over.
+    ASSIGN_OR_RETURN(MemoryAdmission::Reservation reservation,
+                     AdmitInstance(config, version_dir, i, count, first_footprint, context.memory));
     auto loaded = context.backend->Load(config, {version_dir, context.intra_op_threads});
     if (!loaded.ok()) return loaded.status();
     const TimePoint prepare_start = SteadyClock::now();
     ASSIGN_OR_RETURN(std::unique_ptr<Model> prepared, PrepareBatchSizes(std::move(loaded).value(), config));
     *warmup_ns += NanosBetween(prepare_start, SteadyClock::now());
+    if (i == 0) first_footprint = prepared->Footprint();
     instances->push_back(std::move(prepared));
   }
   const TimePoint warmup_start = SteadyClock::now();

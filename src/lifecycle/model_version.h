@@ -22,6 +22,7 @@
 #include "common/infer_request.h"
 #include "config/model_config.h"
 #include "instances/instance_pool.h"
+#include "lifecycle/memory_admission.h"
 #include "lifecycle/model_metrics.h"
 #include "lifecycle/model_stats.h"
 #include "lifecycle/response_orderer.h"
@@ -41,6 +42,7 @@ class ModelVersion {
     MetricsRegistry* metrics = nullptr;
     const Clock* clock = nullptr;
     int intra_op_threads = 1;  // for backends that parallelise one execution
+    MemoryAdmission* memory = nullptr;  // refuses instances the memory limit has no room for; null: none
   };
 
   // Prepare, then Start.

@@ -441,4 +441,13 @@ std::optional<MemoryPlanReport> Session::memory_plan(const std::vector<Shape>& i
   return it->second.plan.report;
 }
 
+SessionMemory Session::memory() const {
+  SessionMemory memory;
+  for (const auto& [id, tensor] : graph_.initializers) memory.weight_bytes += tensor.byte_size;
+  memory.packed_weight_bytes = packed_weights_ ? packed_weights_->bytes() : 0;
+  memory.arena_bytes = arena_size_;
+  memory.scratch_bytes = scratch_.capacity() + scratchpad_.capacity();
+  return memory;
+}
+
 }  // namespace inferd::runtime

@@ -35,6 +35,14 @@ struct MemoryPlanReport {
   int reused_buffers = 0;  // outputs written over an input's buffer (Kernel::OutputMayReuseInput)
 };
 
+// What a session holds besides its kernels' own state.
+struct SessionMemory {
+  size_t weight_bytes = 0;         // the graph's initializers, after optimisation
+  size_t packed_weight_bytes = 0;  // weights reordered into the kernels' layouts, shared by them
+  size_t arena_bytes = 0;          // the memory plans' arena (the largest plan's)
+  size_t scratch_bytes = 0;        // scratch lent to the kernels and to oneDNN's primitives
+};
+
 struct SessionOptions {
   const KernelRegistry* registry = nullptr;  // default: KernelRegistry::Default()
   bool optimize = true;                      // run the optimizer passes (passes/optimizer.h)
@@ -94,6 +102,8 @@ class Session {
 
   // The memory plan used for inputs of these shapes (nullopt until a run with them has happened).
   std::optional<MemoryPlanReport> memory_plan(const std::vector<Shape>& input_shapes) const;
+  // What the session holds now (the arena grows as shape sets are prepared).
+  SessionMemory memory() const;
 
  private:
   // Memory planning: the first run with new input shapes allocates every output on its own and

@@ -131,4 +131,20 @@ int RunModels(const ModelsFlags& flags) {
   return 0;
 }
 
+void AddHealthFlags(CLI::App* command, HealthFlags* flags) {
+  AddConnectionFlags(command, &flags->connection);
+  command->add_flag("--live", flags->live, "Ask whether the server is live (/v2/health/live) instead of ready");
+}
+
+int RunHealth(const HealthFlags& flags) {
+  ConnectionFlags connection = flags.connection;
+  if (connection.timeout_ms == 0) connection.timeout_ms = 5000;  // a probe must not hang
+  auto client = ConnectFrom(connection);
+  if (!client.ok()) return Fail(client.status());
+  auto healthy = flags.live ? (*client)->ServerLive() : (*client)->ServerReady();
+  if (!healthy.ok()) return Fail(healthy.status());
+  std::printf("%s\n", *healthy ? (flags.live ? "live" : "ready") : (flags.live ? "not live" : "not ready"));
+  return *healthy ? 0 : 1;
+}
+
 }  // namespace inferd

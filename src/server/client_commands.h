@@ -1,4 +1,4 @@
-// `inferd infer` and `inferd models`: the client library from the command line, against any
+// `inferd infer`, `inferd models` and `inferd health`: the client library from the command line, against any
 // KServe v2 server (inferd or Triton) over HTTP or gRPC.
 #pragma once
 
@@ -36,6 +36,11 @@ struct ModelsFlags {
   ConnectionFlags connection;
 };
 
+struct HealthFlags {
+  ConnectionFlags connection;
+  bool live = false;  // ask /v2/health/live instead of /v2/health/ready
+};
+
 void AddConnectionFlags(CLI::App* command, ConnectionFlags* flags);
 // A client for the flags (the URL defaults by protocol). binary: HTTP tensors in the binary extension.
 StatusOr<std::unique_ptr<client::Client>> ConnectFrom(const ConnectionFlags& flags, bool binary = true,
@@ -46,5 +51,9 @@ void AddInferFlags(CLI::App* command, InferFlags* flags);
 void AddModelsFlags(CLI::App* command, ModelsFlags* flags);
 int RunInfer(const InferFlags& flags);
 int RunModels(const ModelsFlags& flags);
+// `inferd health`: exit 0 when the server is ready (live with --live), 1 otherwise: a probe for a
+// container image's HEALTHCHECK, which has no curl.
+void AddHealthFlags(CLI::App* command, HealthFlags* flags);
+int RunHealth(const HealthFlags& flags);
 
 }  // namespace inferd

@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   inferd::ModelsFlags models_flags;
   CLI::App* models = app.add_subcommand("models", "List a server's models, versions and states");
   inferd::AddModelsFlags(models, &models_flags);
+  inferd::HealthFlags health_flags;
+  CLI::App* health = app.add_subcommand("health", "Exit 0 if a server is ready (or live): a probe for HEALTHCHECK");
+  inferd::AddHealthFlags(health, &health_flags);
   inferd::TrafficFlags traffic_flags;
   CLI::App* traffic = app.add_subcommand("traffic", "Show or set a model's traffic split and version labels");
   inferd::AddTrafficFlags(traffic, &traffic_flags);
@@ -47,6 +50,7 @@ int main(int argc, char** argv) {
   if (quantize->parsed()) return inferd::RunQuantize(quantize_flags);
   if (infer->parsed()) return inferd::RunInfer(infer_flags);
   if (models->parsed()) return inferd::RunModels(models_flags);
+  if (health->parsed()) return inferd::RunHealth(health_flags);
   if (bench->parsed()) return inferd::RunBench(bench_flags);
   if (traffic->parsed()) return inferd::RunTraffic(traffic_flags);
   if (rollout->parsed()) return inferd::RunRollout(rollout_flags);

@@ -163,6 +163,21 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
                    "server from the kernel's OOM killer (needs CAP_SYS_RESOURCE), higher offers it first")
       ->envname("INFERD_OOM_SCORE_ADJ");
   command
+      ->add_option("--memory-limit-fraction", flags->memory_limit_fraction,
+                   "A model load is refused when the container's working set plus the model's estimated need "
+                   "would pass this fraction of its cgroup memory limit (0: no check; no limit: no check)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str()
+      ->envname("INFERD_MEMORY_LIMIT_FRACTION");
+  command
+      ->add_option("--drain-delay-secs", flags->drain_delay_secs,
+                   "On SIGTERM, first keep serving this long while /v2/health/ready says not ready, so that "
+                   "load balancers polling it stop sending before the drain refuses new requests (a second "
+                   "signal ends the wait; on Kubernetes a preStop hook does the same)")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str()
+      ->envname("INFERD_DRAIN_DELAY_SECS");
+  command
       ->add_option("--exit-timeout-secs", flags->exit_timeout_secs,
                    "On SIGTERM, how long to wait for in-flight requests before exiting")
       ->capture_default_str()
@@ -248,6 +263,9 @@ int RunServe(const ServeFlags& flags) {
     spdlog::info("oom_score_adj set to {}", *flags.oom_score_adj);
   }
   options.threads = flags.threads > 0 ? flags.threads : AvailableCpus();
+  if (flags.memory_limit_fraction > 0) {
+    options.memory_admission = MemoryAdmission::ForProcess(flags.memory_limit_fraction);
+  }
 
   InferenceServer server(options);
   if (Status status = server.Start(); !status.ok()) {
@@ -294,6 +312,14 @@ int RunServe(const ServeFlags& flags) {
                flags.http_address, metrics.port());
 
   const int signal_number = WaitForStopSignal(stop_signals);
+  if (flags.drain_delay_secs > 0) {
+    spdlog::info("received signal {}: not ready, still serving for {} s before draining", signal_number,
+                 flags.drain_delay_secs);
+    server.BeginLeaving();
+    if (auto again = WaitForStopSignal(stop_signals, std::chrono::seconds(flags.drain_delay_secs))) {
+      spdlog::info("received signal {} again: draining now", *again);
+    }
+  }
   spdlog::info("received signal {}: draining ({} request(s) in flight, up to {} s)", signal_number,
                server.inflight(), flags.exit_timeout_secs);
   server.BeginDrain();

@@ -38,7 +38,9 @@ struct ServeFlags {
   int grpc_http2_min_recv_ping_interval_ms = 300'000;
   int grpc_http2_max_ping_strikes = 2;
   int exit_timeout_secs = 30;
+  int drain_delay_secs = 0;  // on SIGTERM: not ready but serving, this long, before the drain
   std::optional<int> oom_score_adj;  // written to /proc/self/oom_score_adj at start
+  double memory_limit_fraction = 0.9;  // of the cgroup's memory limit that model loads may fill; 0: no check
   int prediction_horizon_secs = 10;
   int prediction_period_secs = 0;
   int alert_window_secs = 120;

@@ -61,12 +61,11 @@ def write_repository(root, models):
 class Inferd:
     _started = weakref.WeakSet()
 
-    def __init__(self, repository, *extra_args, preexec=None):
-        """preexec: run in the child before inferd starts (join a cgroup, set the affinity)."""
+    def __init__(self, repository, *extra_args, preexec=None, ports=None):
+        """preexec: run in the child before inferd starts (join a cgroup, set the affinity).
+        ports: (http, metrics, grpc) to listen on, e.g. a restarted replica's; free ones by default."""
         self._killed = False
-        self.http_port = free_port()
-        self.metrics_port = free_port()
-        self.grpc_port = free_port()
+        self.http_port, self.metrics_port, self.grpc_port = ports or (free_port(), free_port(), free_port())
         self.grpc_target = f"127.0.0.1:{self.grpc_port}"
         self.url = f"http://127.0.0.1:{self.http_port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"

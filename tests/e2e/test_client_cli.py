@@ -124,3 +124,16 @@ def test_client_timeout(server, protocol):
     # `slow` answers after 600 ms; the client gives up at 150 ms and says so.
     result = cli("infer", "-u", url(server, protocol), "-i", protocol, "-m", "slow", "--timeout-ms", "150")
     assert result.returncode == 1 and "DEADLINE_EXCEEDED" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_health_is_the_images_healthcheck(server, protocol):
+    for args, said in (([], "ready"), (["--live"], "live")):
+        result = cli("health", "-u", url(server, protocol), "-i", protocol, *args)
+        assert (result.returncode, result.stdout.strip()) == (0, said), result.stderr
+
+
+def test_health_fails_when_nothing_answers():
+    from inferd_harness import free_port
+    result = cli("health", "-u", f"127.0.0.1:{free_port()}", timeout=30)
+    assert result.returncode == 1 and result.stderr.startswith("error: "), (result.stdout, result.stderr)

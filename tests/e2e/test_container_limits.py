@@ -116,3 +116,83 @@ def test_oom_score_adj_is_written_at_start(repository):
 def test_an_oom_score_adj_out_of_range_stops_the_server_with_a_clear_error(repository, value):
     with pytest.raises(RuntimeError, match=r"must be within -1000\.\.1000"):
         Inferd(repository, "--oom-score-adj", value)
+
+
+def write_heavy_model(repository, name, instances, columns=6144):
+    """A MatMul whose weight is 4096 x columns fp32 (96 MiB by default), `instances` instances."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    weight = np.random.default_rng(5).standard_normal((4096, columns)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")], name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4096])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, columns])],
+        [numpy_helper.from_array(weight, "w")])
+    folder = repository / name / "1"
+    folder.mkdir(parents=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(folder / "model.onnx"))
+    (repository / name / "config.pbtxt").write_text(
+        f'platform: "onnxruntime_onnx"\nmax_batch_size: 0\ninstance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n'
+        'parameters { key: "tune" value: { string_value: "off" } }\n')
+
+
+def test_a_load_the_memory_limit_has_no_room_for_is_refused_and_the_server_keeps_serving(repository):
+    """In a 1 GiB memory cgroup: one instance of a 96 MiB model loads; twelve would need several GiB,
+    and their load is refused once the next instance would pass 0.9 GiB, with the numbers in the
+    error, instead of the OOM killer ending the process."""
+    write_heavy_model(repository, "heavy_one", 1)
+    write_heavy_model(repository, "heavy_many", 12)
+    groups, join = make_limited_groups(f"inferd_e2e_admit_{os.getpid()}", quota_us=200000, period_us=100000,
+                                       memory_bytes=1 << 30)
+    try:
+        server = Inferd(repository, "--model-control-mode", "explicit", "--load-model", "identity", preexec=join)
+        try:
+            loaded = requests.post(server.url + "/v2/repository/models/heavy_one/load", timeout=120)
+            assert loaded.status_code == 200, loaded.text
+            refused = requests.post(server.url + "/v2/repository/models/heavy_many/load", timeout=120)
+            assert refused.status_code == 400, refused.text
+            error = refused.json()["error"]
+            assert re.search(r"model 'heavy_many' version 1, instance \d+ of 12, needs about \d+ MiB \(weights \d+ MiB "
+                             r"\+ working memory \d+ MiB, as instance 1 holds\), but the process uses \d+ MiB of its "
+                             r"1024 MiB memory limit, and --memory-limit-fraction 0.9 leaves \d+ MiB: load refused",
+                             error), error
+            assert server.process.poll() is None
+            # What served before still serves, and the refused model is reported unavailable.
+            x = [0.5] * 4096
+            answer = requests.post(server.url + "/v2/models/heavy_one/infer", timeout=30, json={
+                "inputs": [{"name": "x", "shape": [1, 4096], "datatype": "FP32", "data": x}]})
+            assert answer.status_code == 200, answer.text
+            body = {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [2.5]}]}
+            assert requests.post(server.url + "/v2/models/identity/infer", json=body, timeout=10).status_code == 200
+            index = {m["name"]: m for m in requests.post(server.url + "/v2/repository/index", timeout=10).json()}
+            assert index["heavy_many"]["state"] == "UNAVAILABLE"
+            assert "load refused" in index["heavy_many"]["reason"]
+            working_set = metric(server, "inferd_container_memory_working_set_bytes")
+            assert working_set < 0.9 * (1 << 30)
+        finally:
+            assert server.stop() == 0, server.logs()
+    finally:
+        for group in groups:
+            group.rmdir()
+
+
+def test_without_the_check_the_same_load_is_oom_killed(repository):
+    """The control: --memory-limit-fraction 0 lets the twelve instances load until the kernel's OOM
+    killer ends the whole server, and every model in it."""
+    write_heavy_model(repository, "heavy_many", 12)
+    groups, join = make_limited_groups(f"inferd_e2e_oom_{os.getpid()}", quota_us=200000, period_us=100000,
+                                       memory_bytes=1 << 30)
+    try:
+        server = Inferd(repository, "--model-control-mode", "explicit", "--load-model", "identity",
+                        "--memory-limit-fraction", "0", preexec=join)
+        try:
+            with pytest.raises(requests.ConnectionError):
+                requests.post(server.url + "/v2/repository/models/heavy_many/load", timeout=120)
+            assert server.process.wait(timeout=30) == -9  # SIGKILL from the OOM killer
+        finally:
+            if server.process.poll() is None:
+                server.stop()
+    finally:
+        for group in groups:
+            group.rmdir()

@@ -194,5 +194,32 @@ TEST(ScratchTest, OneBufferAsLargeAsTheLargestRequestWithDisjointAlignedParts) {
   EXPECT_EQ(scratch.capacity(), 1000u);
 }
 
+// What a session says it holds, which the server's memory admission multiplies by the instances
+// still to load: the weights as loaded, and the arena once a shape set is planned.
+TEST(MemoryPlanTest, SessionMemoryCountsTheWeightsAndTheArena) {
+  const Tensor weights = Random({256, 256}, 7);
+  Graph g = GraphBuilder()
+                .Input("x")
+                .Constant("w", weights)
+                .Op("MatMul", {"x", "w"}, {"a"})
+                .Op("Tanh", {"a"}, {"b"})
+                .Op("Sigmoid", {"b"}, {"c"})
+                .Op("Neg", {"c"}, {"y"})
+                .Output("y")
+                .graph();
+  auto session = Session::FromGraph(g);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  EXPECT_EQ((*session)->memory().weight_bytes, weights.byte_size);
+  EXPECT_EQ((*session)->memory().arena_bytes, 0u);  // nothing planned before the first run
+  std::vector<Tensor> inputs{Random({8, 256}, 1)}, outputs;
+  for (int run = 0; run < 2; ++run) ASSERT_TRUE((*session)->Run(inputs, &outputs).ok());
+  const SessionMemory memory = (*session)->memory();
+  auto plan = (*session)->memory_plan({inputs[0].shape});
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_GE(memory.arena_bytes, plan->arena_bytes);
+  EXPECT_GE(memory.arena_bytes, 8u * 256 * sizeof(float));  // at least one intermediate lives there
+  EXPECT_EQ(memory.weight_bytes, weights.byte_size);
+}
+
 }  // namespace
 }  // namespace inferd::runtime

@@ -96,6 +96,11 @@ class OnnxModel final : public Model {
 
   bool PreparesPerShape() const override { return true; }
   int64_t PreparedShapes() const override { return static_cast<int64_t>(session_->shape_preparations()); }
+  std::optional<MemoryFootprint> Footprint() const override {
+    const runtime::SessionMemory memory = session_->memory();
+    return MemoryFootprint{.weights_bytes = static_cast<int64_t>(memory.weight_bytes + memory.packed_weight_bytes),
+                           .working_bytes = static_cast<int64_t>(memory.arena_bytes + memory.scratch_bytes)};
+  }
 
  private:
   std::unique_ptr<Session> session_;

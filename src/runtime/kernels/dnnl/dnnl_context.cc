@@ -123,6 +123,14 @@ std::optional<dnnl::memory> PackedWeightsCache::Get(const std::shared_ptr<const 
   return packed;
 }
 
+size_t PackedWeightsCache::bytes() const {
+  size_t total = 0;
+  for (const auto& [source, entries] : packed_) {
+    for (const Entry& entry : entries) total += entry.to.get_size();
+  }
+  return total;
+}
+
 PackedWeightsCache* CurrentPackedWeights() { return CurrentRunContext().packed_weights; }
 
 void PackedWeights::Update(const std::shared_ptr<const uint8_t>& weights, const dnnl::memory::desc& from,

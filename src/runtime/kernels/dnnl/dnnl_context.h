@@ -92,6 +92,8 @@ class PackedWeightsCache {
   // is not one of the constants.
   std::optional<dnnl::memory> Get(const std::shared_ptr<const uint8_t>& source, const dnnl::memory::desc& from,
                                   const dnnl::memory::desc& to, float scale = 1);
+  // The packed copies held.
+  size_t bytes() const;
 
  private:
   struct Entry {
