@@ -21,7 +21,7 @@ FROM debian:12-slim
 COPY --from=build /opt/inferd /opt/inferd
 RUN apt-get update \
  && xargs -a /opt/inferd/share/inferd/runtime-packages.txt apt-get install -y --no-install-recommends \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin inferd \
  && mkdir /models && cp -r /opt/inferd/share/inferd/model_repository/. /models/ && chown -R inferd /models
 USER 10001

@@ -27,22 +27,25 @@ cleanup() {
   umount "$root/proc" 2>/dev/null || true
 }
 cleanup; rm -rf "$root"; mkdir -p "$root"; tar -C "$root" -xf "$base"
+chmod 755 "$root"  # the tarball's top is mktemp's 0700, which the non-root user could not enter
 trap cleanup EXIT
 for d in sources.list.d apt.conf.d auth.conf.d trusted.gpg.d; do
   [ -d "/etc/apt/$d" ] && cp -a "/etc/apt/$d/." "$root/etc/apt/$d/" 2>/dev/null || true
 done
 [ -f /etc/apt/sources.list ] && cp /etc/apt/sources.list "$root/etc/apt/" || true
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-base_mb=$(du -sm --exclude=proc "$root" | cut -f1)
+# Sizes without apt's download cache, which the Dockerfile's `apt-get clean` leaves out of the image.
+size_mb() { du -sm --exclude="$root/proc" --exclude="$root/var/cache/apt" "$root" | cut -f1; }
+base_mb=$(size_mb)
 
 # The Dockerfile's runtime stage, step by step.
 cp -a build/runtime-prefix "$root/opt/inferd"
 mount -t proc proc "$root/proc"
 in_root() { chroot "$root" /usr/bin/env -i PATH=/opt/inferd/bin:/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
-in_root apt-get update -qq
+in_root apt-get update -qq 2>/dev/null  # (warnings about this machine's duplicated sources)
 in_root sh -c 'xargs -a /opt/inferd/share/inferd/runtime-packages.txt apt-get install -y -qq --no-install-recommends >/dev/null'
-in_root sh -c 'rm -rf /var/lib/apt/lists/* && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin inferd && mkdir /models && cp -r /opt/inferd/share/inferd/model_repository/. /models/ && chown -R inferd /models'
-image_mb=$(du -sm --exclude=proc "$root" | cut -f1)
+in_root sh -c 'apt-get clean && rm -rf /var/lib/apt/lists/* && useradd --system --uid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin inferd && mkdir /models && cp -r /opt/inferd/share/inferd/model_repository/. /models/ && chown -R inferd /models'
+image_mb=$(size_mb)
 for compiler in gcc g++ cc c++ clang; do
   if [ -e "$root/usr/bin/$compiler" ]; then echo "FAIL: the runtime tree holds a compiler ($compiler)"; exit 1; fi
 done
@@ -65,5 +68,6 @@ user=$(ps -o uid= -p "$server" | tr -d ' ')
 kill -TERM "$server"; wait "$server" && rc=0 || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: exit $rc after SIGTERM"; cat "$root/tmp/inferd.log"; exit 1; }
 echo "runtime image check passed: served /models as uid $user, HEALTHCHECK ok, add_sub answered, drained on SIGTERM"
-echo "sizes (du, MB): minbase $base_mb; with runtime packages, inferd and the examples $image_mb;" \
-     "inferd prefix $(du -sm "$root/opt/inferd" | cut -f1); runtime packages: $(tr '\n' ' ' < build/runtime-prefix/share/inferd/runtime-packages.txt)"
+echo "sizes (du, MB, apt's cache excluded): minbase $base_mb; with the runtime packages, inferd and the examples" \
+     "$image_mb (+$((image_mb - base_mb))); inferd prefix $(du -sm "$root/opt/inferd" | cut -f1)"
+echo "runtime packages: $(tr '\n' ' ' < build/runtime-prefix/share/inferd/runtime-packages.txt)"

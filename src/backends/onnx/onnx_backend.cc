@@ -121,6 +121,9 @@ class OnnxBackend final : public Backend {
 
   StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) override {
     const fs::path file = options.version_dir / ModelFile(config);
+    // Loading runs kernels too (constant folding, tuning): on this thread's OpenMP team, whose
+    // default size is libgomp's (every CPU in the affinity mask), not the container's quota.
+    runtime::SetIntraOpThreads(options.intra_op_threads);
     runtime::SessionOptions session_options;
     session_options.intra_op_threads = options.intra_op_threads;
     session_options.persist_tuning = true;  // MODEL.onnx.tuning next to the model: a restart skips the timing
