@@ -2,9 +2,10 @@
 // memory limit is refused with an error that says why, instead of going ahead until the kernel's
 // OOM killer ends the process and every model serving in it.
 //
-// Before each instance of a model loads, the need is estimated: for the first instance the model's
-// files (its weights are at least that), for each further one what the first was measured to hold
-// once planned (Model::Footprint: weights and packed weights, plus the largest memory-plan arena).
+// Before each instance of a model loads, the need is estimated: for the first instance twice the
+// model's files (its weights as loaded and as packed), for each further one what the first was
+// measured to hold once planned (Model::Footprint: weights and packed weights, plus the largest
+// memory-plan arena).
 // The load goes ahead when the group's working set (what the kubelet and the OOM killer judge),
 // plus what loads in flight have reserved, plus the need, stays within `fraction` x the limit. A
 // reservation lasts until its instance is loaded, when the working set has taken it over, so two
@@ -71,8 +72,8 @@ class MemoryAdmission {
   int64_t reserved_ GUARDED_BY(mu_) = 0;
 };
 
-// The bytes of the files in a version folder, less those a backend writes there for itself: the
-// first instance's estimate, before anything is loaded.
+// The bytes of the files in a version folder, less those a backend writes there for itself: what
+// the first instance's estimate starts from, before anything is loaded.
 int64_t ModelFilesBytes(const std::filesystem::path& version_dir);
 
 // "412 MiB" (rounded to nearest): sizes in messages.

@@ -122,13 +122,13 @@ TEST(MemoryAdmissionTest, FurtherInstancesAreJudgedByWhatTheFirstHolds) {
             "model 'heavy' version 3, instance 5 of 5, needs about 100 MiB (weights 80 MiB + working memory 20 MiB, "
             "as instance 1 holds), but the process");
 
-  // The first instance is judged by the files' size: 50 MiB with 880 in use passes 0.9 x 1000.
+  // The first instance is judged by twice its files' size: 100 MiB with 880 in use would pass 0.9 x 1000.
   working_set = 880 * kMiB;
   backend.loads = 0;
   auto first = ModelVersion::Prepare(config_with(1), 3, dir, {&backend, &metrics, &clock, 1, &admission});
   ASSERT_FALSE(first.ok());
   EXPECT_EQ(backend.loads, 0);
-  EXPECT_NE(first.status().message().find("model 'heavy' version 3 needs about 50 MiB (its files' size"),
+  EXPECT_NE(first.status().message().find("model 'heavy' version 3 needs about 100 MiB (twice its files' size"),
             std::string::npos)
       << first.status().message();
   std::filesystem::remove_all(dir.parent_path());
