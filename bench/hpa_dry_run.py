@@ -172,7 +172,7 @@ def plot(rows, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", default="100,400,800,1500,2500,3000,3000,1500,600,200,200,200,200,200,200,200,200,200",
+    parser.add_argument("--steps", default="100,400,800,1500,2500,3000,3000,1500,600" + ",200" * 17,
                         help="offered request rates, one per step")
     parser.add_argument("--step-secs", type=int, default=20)
     parser.add_argument("--cost-us", type=int, default=300, help="CPU time per execution of the identity model")
@@ -193,7 +193,7 @@ def main():
         for row in rows:
             out.write(",".join(f"{v:.1f}" if isinstance(v, float) else str(v) for v in row) + "\n")
     print(f"CPU flags: {cpu_flags()}")
-    print("| s | offered rps | requests_per_second | CPU cores | by rps | by CPU | replicas |")
+    print("| s | offered rps | requests_per_second | CPU cores | desired by rps | desired by CPU | replicas |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print("| " + " | ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in row[:2]) +

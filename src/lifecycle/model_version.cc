@@ -191,8 +191,6 @@ size_t ModelVersion::QueueDepth() const {
 
 namespace {
 
-// Loads, prepares (planned batch sizes) and warms up every instance; `warmup_ns` gets the time of
-// the last two.
 // Asks for the memory of instance `index` (0-based): twice the model's files for the first, what
 // the first holds once prepared for the others (lifecycle/memory_admission.h).
 StatusOr<MemoryAdmission::Reservation> AdmitInstance(const ModelConfig& config, const std::filesystem::path& version_dir,
@@ -212,6 +210,8 @@ StatusOr<MemoryAdmission::Reservation> AdmitInstance(const ModelConfig& config, 
                            Mebibytes(first->working_bytes) + ", as instance 1 holds");
 }
 
+// Loads, prepares (planned batch sizes) and warms up every instance; `warmup_ns` gets the time of
+// the last two.
 Status BuildInstances(const ModelConfig& config, const std::filesystem::path& version_dir,
                       const ModelVersion::LoadContext& context, std::vector<std::unique_ptr<Model>>* instances,
                       int64_t* warmup_ns) {
@@ -232,7 +232,8 @@ Status BuildInstances(const ModelConfig& config, const std::filesystem::path& ve
     const TimePoint prepare_start = SteadyClock::now();
     ASSIGN_OR_RETURN(std::unique_ptr<Model> prepared, PrepareBatchSizes(std::move(loaded).value(), config));
     *warmup_ns += NanosBetween(prepare_start, SteadyClock::now());
-    if (i == 0 && (first_footprint = prepared->Footprint())) {
+    if (i == 0) first_footprint = prepared->Footprint();
+    if (i == 0 && first_footprint) {
       spdlog::info("model '{}' version {}: an instance holds weights {} + working memory {}", config.name(),
                    version_dir.filename().string(), Mebibytes(first_footprint->weights_bytes),
                    Mebibytes(first_footprint->working_bytes));
