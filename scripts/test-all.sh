@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The Kubernetes manifests' schema check (tests/e2e/test_kubernetes.py) runs on these npm packages.
-(cd deploy/kubernetes/validate && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+# Where the npm registry cannot be reached, those two tests skip and say so; the rest still run.
+if ! (cd deploy/kubernetes/validate && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error); then
+  echo "WARNING: npm ci failed in deploy/kubernetes/validate: the manifests' schema tests will be skipped" >&2
+fi
 
 echo "== release build"
 bash scripts/build.sh release
