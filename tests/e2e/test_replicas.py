@@ -131,8 +131,7 @@ def test_a_rolling_restart_loses_no_request_and_a_sigkill_only_those_in_flight(c
     repository, replicas, url = cluster
     load = Load(url)
     try:
-        time.sleep(2)
-        assert all(count > 0 for count in served_by_each(replicas)), "HAProxy balances over all three"
+        wait_until(lambda: all(count > 0 for count in served_by_each(replicas)), "HAProxy balancing over all three")
 
         # The rolling update: each replica in turn gets SIGTERM, drains, exits 0 and comes back on
         # its ports; the next goes only once HAProxy sends to the new one.
@@ -146,8 +145,8 @@ def test_a_rolling_restart_loses_no_request_and_a_sigkill_only_those_in_flight(c
               f"{len(failures)} failed")
         assert failures == [], failures[:5]
 
-        # SIGKILL: the requests in flight at that replica may fail (at most one per client); those
-        # sent after, to its closed port, are retried elsewhere by HAProxy.
+        # SIGKILL: the requests in flight at that replica may fail (at most one per client, when
+        # they fail); those sent after, to its closed port, are retried elsewhere by HAProxy.
         killed_at = time.time()
         replicas[0].kill()
         time.sleep(3)
@@ -155,7 +154,7 @@ def test_a_rolling_restart_loses_no_request_and_a_sigkill_only_those_in_flight(c
         print(f"SIGKILL of one replica under load: {ok_total - ok_after_rolling} requests answered in the 3 s "
               f"after, {len(failures)} failed: {sorted({what for _, what in failures})}")
         assert len(failures) <= CLIENTS, failures
-        assert all(killed_at <= when <= killed_at + 1 for when, _ in failures), failures
+        assert all(killed_at <= when <= killed_at + 2 for when, _ in failures), failures
         # Afterwards the two left serve everything.
         before = load.counts()[0]
         time.sleep(1)
