@@ -83,6 +83,27 @@ def test_sigterm_drains_in_flight_requests(fresh_server):
         assert body["outputs"][0]["data"] == [float(value)]
 
 
+def test_drain_delay_leaves_rotation_before_refusing_anything(fresh_server, tmp_path):
+    """--drain-delay-secs: after SIGTERM, readiness says 503 while inferences are still answered;
+    a second SIGTERM ends the wait, and the drain exits 0."""
+    repo = write_repository(tmp_path, {"quick": (scalar_identity(0), [1])})
+    server = fresh_server("--drain-delay-secs", "30", repo=repo)
+    server.process.send_signal(15)
+    deadline = time.time() + 10
+    while requests.get(server.url + "/v2/health/ready", timeout=2).status_code != 503:
+        assert time.time() < deadline, "readiness did not turn false"
+        time.sleep(0.05)
+    for _ in range(5):  # still served on new connections, as a load balancer's last requests are
+        answer = server.infer("quick", ONE)
+        assert answer.status_code == 200, answer.text
+    assert requests.get(server.url + "/v2/health/live", timeout=2).status_code == 200
+    started = time.time()
+    server.process.send_signal(15)
+    assert server.process.wait(timeout=20) == 0, server.logs()
+    assert time.time() - started < 10  # not the 30 s delay
+    assert "received signal 15 again: draining now" in server.logs()
+
+
 def test_exit_timeout_cancels_what_is_still_queued(fresh_server, tmp_path):
     repo = write_repository(tmp_path, {"one_at_a_time": (scalar_identity(500000, "dynamic_batching { }"), [1])})
     server = fresh_server("--exit-timeout-secs", "1", repo=repo)
