@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the runtime tree of inferd into PREFIX (default dist/inferd), without Docker: what the
-# container image's runtime stage copies (Dockerfile), so what the image holds is tested here
+# container image's runtime stage copies (deploy/Dockerfile), so what the image holds is tested here
 # (tests/e2e/test_install.py, scripts/check-runtime-image.sh).
 #   PREFIX/bin/inferd                              the server (stripped)
 #   PREFIX/share/inferd/model_repository/          the bundled example models

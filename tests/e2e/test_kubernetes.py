@@ -159,6 +159,13 @@ def test_the_adapters_queries_give_the_hpa_the_request_rate(scraped_server):
     sent = sent[0]
     time.sleep(2.5)
 
+    # The per-pod rule, as the adapter fills it for the pods of a `type: Pods` metric.
+    pod_rule = yaml.safe_load(configmap["data"]["config.yaml"])["rules"][0]
+    assert pod_rule["name"]["as"] == "queue_depth"
+    depth = prometheus_query(url, pod_rule["metricsQuery"].replace("<<.GroupBy>>", "pod").replace(
+        "<<.Series>>", "inferd_queue_depth").replace("<<.LabelMatchers>>", 'namespace="inferd",pod=~"inferd-0"'))
+    assert [r["metric"] for r in depth] == [{"pod": "inferd-0"}] and float(depth[0]["value"][1]) >= 0, depth
+
     # What the adapter's discovery finds: the seriesQuery matches inferd's series for the model.
     series = requests.get(url + "/api/v1/series", params={"match[]": rules["requests_per_second"]["seriesQuery"]},
                           timeout=10).json()["data"]

@@ -154,7 +154,7 @@ if (!deployment) {
 const adapterMetrics = new Set();
 for (const configMap of find("ConfigMap").filter((c) => c.data?.["config.yaml"])) {
   const config = parse(configMap.data["config.yaml"]);
-  for (const rule of config.externalRules ?? []) {
+  for (const rule of [...(config.rules ?? []), ...(config.externalRules ?? [])]) {
     for (const key of ["seriesQuery", "metricsQuery"]) {
       if (typeof rule[key] !== "string") problem(`ConfigMap/${configMap.metadata.name}`, `a rule without ${key}`);
     }
