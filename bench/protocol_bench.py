@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """gRPC vs HTTP/JSON vs HTTP/binary, on the identity model, with inferd's own load generator.
 
-  bench/protocol_bench.py [--rounds 3] [--seconds 3]
+  bench/protocol_bench.py [--rounds 3] [--seconds 3] [--concurrency 1,16] [--models image,small]
+                          [--protocols grpc,http-binary,shm-grpc,...]
 
 For a 1x3x224x224 FP32 tensor (602 KB, an image) and a 1x16 FP32 tensor (64 B), at concurrency 1
 and 16, runs `inferd bench` (closed loop, one fixed window per run after a warm-up) over each
 protocol (gRPC twice: a thread per request in flight, and `--async`) against a fresh `inferd serve`
-and prints requests/s and p99 (median over rounds) with the ratios the issue asks about. Load
+and prints requests/s and p99 (median over rounds) with the ratios the issue asks about.
+`shm-grpc` and `shm-http` pass the tensors through Triton's system shared memory (`inferd bench
+--shared-memory system`: the input written once into a registered region, the output written by
+the server into it), so only the request's metadata crosses the socket. Load
 generator and server share the machine: on 2 cores the client's own encoding (JSON especially) is
 part of what is measured, as it is for any real client.
 
@@ -49,7 +53,9 @@ MODELS = {
 # grpc-async: the closed loop as chains of async calls (`inferd bench --async`), which saves the
 # gRPC client a thread wake-up per request; HTTP's async path is a thread pool, so its threads stay.
 PROTOCOLS = {"grpc": ["-i", "grpc"], "grpc-async": ["-i", "grpc", "--async"], "http-binary": ["-i", "http"],
-             "http-json": ["-i", "http", "--json-tensors"], "grpc-floor": ["-i", "grpc", "--async"]}
+             "http-json": ["-i", "http", "--json-tensors"], "grpc-floor": ["-i", "grpc", "--async"],
+             "shm-grpc": ["-i", "grpc", "--shared-memory", "system"],
+             "shm-http": ["-i", "http", "--shared-memory", "system"]}
 SMALL_VALUES = [0.5 + i for i in range(16)]
 
 
@@ -75,7 +81,7 @@ def start_server(repo):
     http, grpc = free_port(), free_port()
     process = subprocess.Popen([INFERD, "serve", "--model-repository", str(repo), "--http-address", "127.0.0.1",
                                 "--http-port", str(http), "--grpc-address", "127.0.0.1", "--grpc-port", str(grpc),
-                                "--metrics-port", str(free_port())],
+                                "--metrics-port", str(free_port()), "--allow-client-shm", "true"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready", timeout=1), "inferd")
     return process, http, grpc
@@ -90,7 +96,7 @@ def start_grpc_floor():
 
 def bench(model, protocol, concurrency, ports, seconds):
     http, grpc, floor = ports
-    url = f"127.0.0.1:{floor if protocol == 'grpc-floor' else grpc if protocol.startswith('grpc') else http}"
+    url = f"127.0.0.1:{floor if protocol == 'grpc-floor' else grpc if 'grpc' in protocol else http}"
     result = subprocess.run([INFERD, "bench", "-m", model, "-u", url, *PROTOCOLS[protocol],
                              "--concurrency", str(concurrency), "--duration", str(seconds), "--warmup-ms", "500",
                              "--format", "json"], capture_output=True, text=True, timeout=120)
@@ -173,8 +179,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3)
+    parser.add_argument("--concurrency", default="1,16", help="comma-separated levels")
+    parser.add_argument("--models", default="image,small", help="image and/or small")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated, of " + ", ".join(PROTOCOLS))
     args = parser.parse_args()
-    lean = shutil.which("h2load") is not None
+    levels = [int(level) for level in args.concurrency.split(",")]
+    models = [f"identity_{name}" for name in args.models.split(",")]
+    chosen = args.protocols.split(",")
+    unknown = [p for p in chosen if p not in PROTOCOLS] + [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown: {', '.join(unknown)}")
+    lean = shutil.which("h2load") is not None and "identity_small" in models and "grpc-floor" in chosen
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp)
         for name, config in MODELS.items():
@@ -186,9 +201,9 @@ def main():
         try:
             results, lean_results = {}, []
             for _ in range(args.rounds):  # rounds interleave protocols, so drift hits all alike
-                for model in MODELS:
-                    for concurrency in (1, 16):
-                        for protocol in protocols_for(model):
+                for model in models:
+                    for concurrency in levels:
+                        for protocol in protocols_for(model, chosen):
                             key = (model, concurrency, protocol)
                             results.setdefault(key, []).append(bench(model, protocol, concurrency, ports, args.seconds))
                 if lean:
@@ -197,31 +212,33 @@ def main():
             for running in (process, floor_process):
                 running.send_signal(signal.SIGTERM)
                 running.wait(timeout=30)
-    print_inferd_bench_table(results)
+    print_inferd_bench_table(results, models, levels, chosen)
     if lean:
         print_lean_client_table(lean_results)
     else:
         print("\n(h2load not installed: no lean-client table; `bash scripts/setup.sh --bench` installs it)")
 
 
-def protocols_for(model):
+def protocols_for(model, chosen):
     # The floor server's metadata describes the small tensor only.
-    return [p for p in PROTOCOLS if p != "grpc-floor" or model == "identity_small"]
+    return [p for p in chosen if p != "grpc-floor" or model == "identity_small"]
 
 
-def print_inferd_bench_table(results):
+def print_inferd_bench_table(results, models, levels, chosen):
     print("Load generator: `inferd bench` (closed loop); grpc-floor is build/bench/grpc_floor_server.\n")
-    print("| tensor | concurrency | protocol | req/s | p99 ms | req/s vs HTTP/JSON | req/s vs HTTP/binary |")
-    print("|---|---|---|---|---|---|---|")
-    for model in MODELS:
+    baselines = [p for p in ("http-json", "http-binary") if p in chosen]
+    print("| tensor | concurrency | protocol | req/s | p99 ms |" + "".join(f" req/s vs {b} |" for b in baselines))
+    print("|---|---|---|---|---|" + "---|" * len(baselines))
+    for model in models:
         tensor = "1x3x224x224 FP32 (602 KB)" if model == "identity_image" else "1x16 FP32 (64 B)"
-        for concurrency in (1, 16):
+        for concurrency in levels:
+            protocols = protocols_for(model, chosen)
             median = {p: (statistics.median(r[0] for r in results[(model, concurrency, p)]),
-                          statistics.median(r[1] for r in results[(model, concurrency, p)])) for p in protocols_for(model)}
-            for protocol in protocols_for(model):
+                          statistics.median(r[1] for r in results[(model, concurrency, p)])) for p in protocols}
+            for protocol in protocols:
                 rate, p99 = median[protocol]
-                print(f"| {tensor} | {concurrency} | {protocol} | {rate:.0f} | {p99:.2f} | "
-                      f"{rate / median['http-json'][0]:.2f}x | {rate / median['http-binary'][0]:.2f}x |")
+                ratios = "".join(f" {rate / median[b][0]:.2f}x |" for b in baselines)
+                print(f"| {tensor} | {concurrency} | {protocol} | {rate:.0f} | {p99:.2f} |{ratios}")
 
 
 def print_lean_client_table(rounds):

@@ -91,6 +91,14 @@ struct RolloutInfo {
   int64_t retire_in_seconds = -1;
 };
 
+// A region registered with the server's system shared-memory extension.
+struct SharedMemoryRegionInfo {
+  std::string name;
+  std::string key;  // the shm_open name of the object that holds it
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+
 class Client {
  public:
   virtual ~Client() = default;
@@ -113,6 +121,14 @@ class Client {
   virtual StatusOr<RolloutInfo> StartRollout(const std::string& model, const RolloutPlan& plan) = 0;
   virtual StatusOr<RolloutInfo> GetRollout(const std::string& model) = 0;
   virtual StatusOr<RolloutInfo> RollbackRollout(const std::string& model) = 0;
+
+  // Triton's system shared-memory extension (client/shared_memory.h makes the regions). A request
+  // then names regions in InferRequest::input_regions and output_regions; the answer's
+  // output_regions say how many bytes each output wrote. An empty name: every region.
+  virtual Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                            uint64_t byte_size) = 0;
+  virtual Status UnregisterSystemSharedMemory(const std::string& name) = 0;
+  virtual StatusOr<std::vector<SharedMemoryRegionInfo>> GetSystemSharedMemoryStatus(const std::string& name) = 0;
 
   // Blocks until the answer (or the timeout). A server error comes back as its Status: the HTTP
   // status or gRPC code is mapped back to the StatusCode the server meant.

@@ -184,6 +184,36 @@ class GrpcClient final : public Client {
     return Call(&GRPCInferenceService::Stub::RepositoryModelUnload, request, &response);
   }
 
+  Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                    uint64_t byte_size) override {
+    inference::SystemSharedMemoryRegisterRequest request;
+    request.set_name(name);
+    request.set_key(key);
+    request.set_offset(offset);
+    request.set_byte_size(byte_size);
+    inference::SystemSharedMemoryRegisterResponse response;
+    return Call(&GRPCInferenceService::Stub::SystemSharedMemoryRegister, request, &response);
+  }
+
+  Status UnregisterSystemSharedMemory(const std::string& name) override {
+    inference::SystemSharedMemoryUnregisterRequest request;
+    request.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse response;
+    return Call(&GRPCInferenceService::Stub::SystemSharedMemoryUnregister, request, &response);
+  }
+
+  StatusOr<std::vector<SharedMemoryRegionInfo>> GetSystemSharedMemoryStatus(const std::string& name) override {
+    inference::SystemSharedMemoryStatusRequest request;
+    request.set_name(name);
+    inference::SystemSharedMemoryStatusResponse response;
+    RETURN_IF_ERROR(Call(&GRPCInferenceService::Stub::SystemSharedMemoryStatus, request, &response));
+    std::vector<SharedMemoryRegionInfo> regions;
+    for (const auto& [region_name, region] : response.regions()) {
+      regions.push_back({region.name(), region.key(), region.offset(), region.byte_size()});
+    }
+    return regions;
+  }
+
   StatusOr<InferResponse> Infer(const InferRequest& request) override {
     inference::ModelInferRequest message;
     EncodeModelInferRequest(request, &message);

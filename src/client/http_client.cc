@@ -2,6 +2,8 @@
 // sockets), the binary tensor extension by default. Connections are pooled, one per concurrent
 // caller; InferAsync feeds a bounded queue served by `async_connections` threads.
 #include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -148,6 +150,11 @@ class HttpConnection {
   beast::tcp_stream stream_{io_};
   beast::flat_buffer buffer_;
 };
+
+// "/v2/systemsharedmemory/region/NAME", or "/v2/systemsharedmemory" for every region.
+std::string SharedMemoryPath(const std::string& name) {
+  return name.empty() ? "/v2/systemsharedmemory" : "/v2/systemsharedmemory/region/" + name;
+}
 
 std::string ModelPath(const std::string& model, int64_t version) {
   return "/v2/models/" + model + (version > 0 ? "/versions/" + std::to_string(version) : "");
@@ -308,6 +315,36 @@ class HttpClient final : public Client {
   }
   Status UnloadModel(const std::string& model) override {
     return GetJson(http::verb::post, "/v2/repository/models/" + model + "/unload").status();
+  }
+
+  Status RegisterSystemSharedMemory(const std::string& name, const std::string& key, uint64_t offset,
+                                    uint64_t byte_size) override {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+    w.StartObject();
+    w.Key("key");
+    w.String(key.c_str(), static_cast<rapidjson::SizeType>(key.size()));
+    w.Key("offset");
+    w.Uint64(offset);
+    w.Key("byte_size");
+    w.Uint64(byte_size);
+    w.EndObject();
+    return PostJson(SharedMemoryPath(name) + "/register", std::string(buffer.GetString(), buffer.GetSize())).status();
+  }
+
+  Status UnregisterSystemSharedMemory(const std::string& name) override {
+    return GetJson(http::verb::post, SharedMemoryPath(name) + "/unregister").status();
+  }
+
+  StatusOr<std::vector<SharedMemoryRegionInfo>> GetSystemSharedMemoryStatus(const std::string& name) override {
+    ASSIGN_OR_RETURN(rapidjson::Document doc, GetJson(http::verb::get, SharedMemoryPath(name) + "/status"));
+    if (!doc.IsArray()) return Status::Internal("shared memory status answer is not an array");
+    std::vector<SharedMemoryRegionInfo> regions;
+    for (const auto& region : doc.GetArray()) {
+      regions.push_back({StringMember(region, "name"), StringMember(region, "key"), UintMember(region, "offset"),
+                         UintMember(region, "byte_size")});
+    }
+    return regions;
   }
 
   StatusOr<TrafficInfo> GetTraffic(const std::string& model) override {

@@ -44,6 +44,16 @@ inline void SetParameter(InferParameters& parameters, std::string name, decltype
   parameters.push_back({std::move(name), std::move(value)});
 }
 
+// Triton's shared-memory extension: `byte_size` bytes at `offset` in the region a client
+// registered as `region` (core/shared_memory.h), where an input's bytes lie or an output's go.
+struct SharedMemoryRef {
+  std::string region;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+// (tensor name, where its bytes are)
+using SharedMemoryRefs = std::vector<std::pair<std::string, SharedMemoryRef>>;
+
 struct InferRequest {
   std::string model_name;
   int64_t model_version = 0;  // 0: the server picks the newest ready version
@@ -61,6 +71,11 @@ struct InferRequest {
   uint64_t client_timeout_us = 0;
   // Every other request parameter the client sent (not priority, timeout, binary_data_output).
   InferParameters parameters;
+  // Inputs whose bytes lie in shared memory: such an input arrives with its name, datatype and
+  // shape and no data, which the core maps in (InferenceServer::InferAsync). Outputs to write
+  // into shared memory instead of the response (each is also in requested_outputs).
+  SharedMemoryRefs input_regions;
+  SharedMemoryRefs output_regions;
 };
 
 // The request's time budget from its arrival: the tighter of its client deadline and its KServe
@@ -81,7 +96,18 @@ struct InferResponse {
   int64_t queue_ns = 0;
   int64_t compute_ns = 0;
   InferParameters parameters;  // e.g. a router's routed_to
+  // Outputs already written into shared memory, with the bytes written: their tensors keep name,
+  // datatype and shape, and no data; the frontends answer the region instead of the bytes.
+  SharedMemoryRefs output_regions;
 };
+
+// The entry of `refs` for tensor `name`, or null.
+inline const SharedMemoryRef* FindRegion(const SharedMemoryRefs& refs, std::string_view name) {
+  for (const auto& [tensor, ref] : refs) {
+    if (tensor == name) return &ref;
+  }
+  return nullptr;
+}
 
 using InferCallback = std::function<void(StatusOr<InferResponse>)>;
 

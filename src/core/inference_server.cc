@@ -281,6 +281,10 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
     FinishRequest();
   };
   if (draining_.load()) return finish(Status::Unavailable("server is shutting down"));
+  if (!request->input_regions.empty() || !request->output_regions.empty()) {
+    Status mapped = UseSharedMemory(*request, finish);
+    if (!mapped.ok()) return finish(mapped);
+  }
   auto routed = models_->Route(request->model_name, request->model_version, request->id);
   if (!routed.ok()) return finish(routed.status());
   const std::shared_ptr<ModelVersion>& model = routed->model;
@@ -302,6 +306,19 @@ void InferenceServer::InferAsync(std::unique_ptr<InferRequest> request, InferCal
   }
   if (mirrored) finish = SendMirrored(std::move(routed->mirror), model->version(), std::move(mirrored), std::move(finish));
   Enqueue(*model, std::move(validated).value(), finish);
+}
+
+Status InferenceServer::UseSharedMemory(InferRequest& request, InferCallback& finish) const {
+  RETURN_IF_ERROR(shared_memory_.AttachInputs(request));
+  if (request.output_regions.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::vector<OutputDestination> destinations, shared_memory_.ResolveOutputs(request));
+  finish = [destinations = std::move(destinations), finish = std::move(finish)](StatusOr<InferResponse> result) {
+    if (result.ok()) {
+      if (Status written = WriteOutputsToSharedMemory(destinations, *result); !written.ok()) return finish(written);
+    }
+    finish(std::move(result));
+  };
+  return Status::Ok();
 }
 
 void InferenceServer::Enqueue(ModelVersion& model, ValidatedRequest&& validated, const InferCallback& done) {

@@ -17,6 +17,7 @@
 #include "common/infer_request.h"
 #include "common/mutex.h"
 #include "core/model_view.h"
+#include "core/shared_memory.h"
 #include "common/load_override.h"
 #include "lifecycle/memory_admission.h"
 #include "lifecycle/mirror.h"
@@ -72,6 +73,8 @@ struct ServerOptions {
   ForecastOptions forecast;
   // The 3-sigma alerts on each model's request rate, error ratio and p99 (--alert-*-secs).
   AlertRules alert_rules = DefaultAlertRules();
+  // Triton's --allow-client-shm: clients may register shared-memory regions (core/shared_memory.h).
+  bool allow_client_shared_memory = false;
 };
 
 class InferenceServer {
@@ -150,6 +153,9 @@ class InferenceServer {
   int64_t inflight() const { return inflight_.load(); }
 
   MetricsRegistry& metrics() { return metrics_; }
+  // The regions clients registered (Triton's system shared-memory extension); requests that name
+  // them are resolved in InferAsync.
+  SharedMemoryRegistry& shared_memory() { return shared_memory_; }
 
  private:
   // A load thread: runs load/unload tasks as they come (ModelManager orders those of one model).
@@ -173,6 +179,9 @@ class InferenceServer {
   // The router services every router version gets (its door, pools, load facts).
   RouterServices MakeRouterServices();
   void FinishRequest();
+  // Maps a request's shared-memory inputs in, and wraps `finish` to write its shared-memory
+  // outputs before the answer goes out.
+  Status UseSharedMemory(InferRequest& request, InferCallback& finish) const;
   // Queues a validated request at `model`, or at the version that replaced it in the instant
   // after routing; answers `done` with the error when neither takes it.
   void Enqueue(ModelVersion& model, ValidatedRequest&& validated, const InferCallback& done);
@@ -194,6 +203,8 @@ class InferenceServer {
   std::vector<std::string> alerted_models_;  // the ticker's: models with inferd_anomaly_alert series
   std::unique_ptr<ModelManager> models_;
   std::unique_ptr<RolloutController> rollouts_;
+
+  SharedMemoryRegistry shared_memory_{options_.allow_client_shared_memory};
 
   std::atomic<bool> draining_{false};
   std::atomic<bool> leaving_{false};

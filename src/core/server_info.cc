@@ -6,8 +6,9 @@
 namespace inferd {
 
 std::span<const std::string_view> ServerExtensions() {
-  static constexpr std::array<std::string_view, 5> kExtensions = {
-      "binary_tensor_data", "classification", "statistics", "model_repository", "model_configuration"};
+  static constexpr std::array<std::string_view, 6> kExtensions = {
+      "binary_tensor_data", "classification", "statistics", "model_repository", "model_configuration",
+      "system_shared_memory"};
   return kExtensions;
 }
 

@@ -5,14 +5,18 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "client/client.h"
 #include "client/input_data.h"
+#include "client/shared_memory.h"
 #include "common/mutex.h"
 
 namespace inferd {
@@ -269,6 +273,54 @@ StatusOr<InferRequest> BuildRequest(const BenchFlags& flags, client::Client* cli
   return request;
 }
 
+constexpr size_t kRegionAlignment = 64;
+size_t AlignUp(size_t bytes) { return (bytes + kRegionAlignment - 1) / kRegionAlignment * kRegionAlignment; }
+
+// --shared-memory system: one region holds every input, written once, and room for every output
+// at the size the probe answered. Requests in flight all read the same inputs and overwrite the
+// same outputs, as perf_analyzer's do: the bench never reads them back.
+class BenchRegion {
+ public:
+  static StatusOr<std::unique_ptr<BenchRegion>> Create(client::Client* client, const InferResponse& probe,
+                                                       InferRequest* request) {
+    size_t total = 0;
+    for (const Tensor& input : request->inputs) total += AlignUp(input.byte_size);
+    for (const Tensor& output : probe.outputs) total += AlignUp(std::max<size_t>(output.byte_size, 1));
+    const std::string name = "inferd_bench_" + std::to_string(getpid());
+    ASSIGN_OR_RETURN(auto memory, client::SharedMemoryRegion::Create("/" + name, total));
+    RETURN_IF_ERROR(client->RegisterSystemSharedMemory(name, memory->key(), 0, memory->size()));
+    auto region = std::unique_ptr<BenchRegion>(new BenchRegion(client, name, std::move(memory)));
+    size_t offset = 0;
+    for (Tensor& input : request->inputs) {
+      std::memcpy(region->memory_->data() + offset, input.data.get(), input.byte_size);
+      request->input_regions.emplace_back(input.name, SharedMemoryRef{.region = name, .offset = offset, .byte_size = input.byte_size});
+      offset += AlignUp(input.byte_size);
+      input.data.reset();  // the request now names its bytes
+    }
+    request->requested_outputs.clear();
+    for (const Tensor& output : probe.outputs) {
+      const size_t size = std::max<size_t>(output.byte_size, 1);
+      request->requested_outputs.push_back(output.name);
+      request->output_regions.emplace_back(output.name, SharedMemoryRef{.region = name, .offset = offset, .byte_size = size});
+      offset += AlignUp(size);
+    }
+    return region;
+  }
+  ~BenchRegion() {
+    if (Status status = client_->UnregisterSystemSharedMemory(name_); !status.ok()) {
+      std::fprintf(stderr, "unregistering shared memory region %s: %s\n", name_.c_str(), status.ToString().c_str());
+    }
+  }
+
+ private:
+  BenchRegion(client::Client* client, std::string name, std::unique_ptr<client::SharedMemoryRegion> memory)
+      : client_(client), name_(std::move(name)), memory_(std::move(memory)) {}
+
+  client::Client* const client_;
+  const std::string name_;
+  std::unique_ptr<client::SharedMemoryRegion> memory_;
+};
+
 void Print(const std::vector<LevelResult>& results, const std::string& format) {
   if (format == "json") {
     std::printf("[");
@@ -322,6 +374,11 @@ void AddBenchFlags(CLI::App* command, BenchFlags* flags) {
   command->add_option("--format", flags->format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();
   command->add_flag("--json-tensors", flags->json_tensors, "HTTP: send tensors as JSON arrays, not binary");
   command->add_flag("-a,--async", flags->async, "Closed loop: keep the requests in flight with asynchronous calls, not a thread each");
+  command->add_option("--shared-memory", flags->shared_memory,
+                      "none, or system: inputs and outputs in a shared-memory region registered with the server "
+                      "(same host; the server needs --allow-client-shm)")
+      ->check(CLI::IsMember({"none", "system"}))
+      ->capture_default_str();
 }
 
 int RunBench(const BenchFlags& flags) {
@@ -331,7 +388,15 @@ int RunBench(const BenchFlags& flags) {
   auto request = BuildRequest(flags, client->get());
   if (!request.ok()) return Fail(request.status());
   // One request first: a model that refuses it would only produce a table of errors.
-  if (auto probe = (*client)->Infer(*request); !probe.ok()) return Fail(probe.status());
+  auto probe = (*client)->Infer(*request);
+  if (!probe.ok()) return Fail(probe.status());
+  std::unique_ptr<BenchRegion> region;
+  if (flags.shared_memory == "system") {
+    auto created = BenchRegion::Create(client->get(), *probe, &*request);
+    if (!created.ok()) return Fail(created.status());
+    region = std::move(*created);
+    if (auto shared = (*client)->Infer(*request); !shared.ok()) return Fail(shared.status());
+  }
   const bool open_loop = flags.request_rate > 0;
   std::vector<double> levels{flags.request_rate};
   if (!open_loop) {

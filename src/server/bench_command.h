@@ -29,6 +29,9 @@ struct BenchFlags {
   std::string format = "table";       // table | csv | json
   bool json_tensors = false;
   bool async = false;  // closed loop through asynchronous calls instead of a thread per request in flight
+  // "system": inputs and outputs travel through one shared-memory region registered with the
+  // server (perf_analyzer's --shared-memory system) instead of the messages.
+  std::string shared_memory = "none";
 };
 
 void AddBenchFlags(CLI::App* command, BenchFlags* flags);

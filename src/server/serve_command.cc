@@ -129,6 +129,13 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
                    "gRPC ServerReady and grpc.health.v1 for service \"\")")
       ->capture_default_str()
       ->envname("INFERD_STRICT_READINESS");
+  command
+      ->add_option("--allow-client-shm", flags->allow_client_shm,
+                   "true: clients on this host may register system shared-memory regions and pass tensors "
+                   "through them (Triton's extension; a registered region can be read and written by the "
+                   "server as its own user)")
+      ->capture_default_str()
+      ->envname("INFERD_ALLOW_CLIENT_SHM");
   command->add_option("--http-address", flags->http_address, "Address the HTTP and metrics ports bind to")
       ->capture_default_str()
       ->envname("INFERD_HTTP_ADDRESS");
@@ -236,6 +243,7 @@ int RunServe(const ServeFlags& flags) {
   options.loads_at_idle_priority = flags.model_load_priority == "idle";
   options.startup_models = flags.load_models;
   options.strict_readiness = flags.strict_readiness;
+  options.allow_client_shared_memory = flags.allow_client_shm;
   options.remote_pools = MakeGrpcPool;
   options.prediction_horizon_s = flags.prediction_horizon_secs;
   options.forecast.period_s = flags.prediction_period_secs;

@@ -20,6 +20,7 @@ struct ServeFlags {
   std::string model_load_priority = "idle";
   std::vector<std::string> load_models;
   bool strict_readiness = true;
+  bool allow_client_shm = false;  // Triton's --allow-client-shm
   std::string http_address = "0.0.0.0";
   uint16_t http_port = 8000;
   uint16_t metrics_port = 8002;

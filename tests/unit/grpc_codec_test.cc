@@ -313,3 +313,101 @@ TEST(GrpcCodecTest, TrafficAndRolloutMessages) {
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+TEST(GrpcCodecTest, SharedMemoryInputsAndOutputsRoundTripAndKeepRawPositions) {
+  auto values = std::make_shared<std::vector<float>>(std::vector<float>{1.5f, -2.5f});
+  Tensor a{.name = "a", .dtype = DataType::kFp32, .shape = {2}};
+  a.data = AliasData(values, values->data());
+  a.byte_size = 8;
+  Tensor b{.name = "b", .dtype = DataType::kFp32, .shape = {2}, .data = nullptr, .byte_size = 8};
+  InferRequest request{.model_name = "m"};
+  request.inputs = {b, a};  // the shared-memory input first: raw contents skip it
+  request.input_regions = {{"b", {.region = "in", .offset = 64, .byte_size = 8}}};
+  request.requested_outputs = {"y", "z"};
+  request.output_regions = {{"y", {.region = "out", .byte_size = 100}}};
+  auto message = std::make_shared<inference::ModelInferRequest>();
+  EncodeModelInferRequest(request, message.get());
+  EXPECT_EQ(message->raw_input_contents_size(), 1);
+  auto parsed = ParseModelInferRequest(message);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ((*parsed)->inputs.size(), 2u);
+  EXPECT_EQ((*parsed)->inputs[0].data, nullptr);
+  EXPECT_EQ((*parsed)->inputs[0].byte_size, 8u);
+  EXPECT_EQ((*parsed)->inputs[1].values<float>()[1], -2.5f);
+  const SharedMemoryRef* in = FindRegion((*parsed)->input_regions, "b");
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->region, "in");
+  EXPECT_EQ(in->offset, 64u);
+  const SharedMemoryRef* out = FindRegion((*parsed)->output_regions, "y");
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->byte_size, 100u);
+  EXPECT_EQ(FindRegion((*parsed)->output_regions, "z"), nullptr);
+
+  // The answer: y went to shared memory, z travels raw; both keep their raw_output_contents slot.
+  Tensor y{.name = "y", .dtype = DataType::kFp32, .shape = {2}};
+  InferResponse response{.model_name = "m", .model_version = 1, .outputs = {y, a}};
+  response.outputs[1].name = "z";
+  response.output_regions = {{"y", {.region = "out", .byte_size = 8}}};
+  auto encoded = std::make_shared<inference::ModelInferResponse>();
+  EncodeModelInferResponse(response, encoded.get());
+  ASSERT_EQ(encoded->raw_output_contents_size(), 2);
+  EXPECT_TRUE(encoded->raw_output_contents(0).empty());
+  EXPECT_EQ(encoded->raw_output_contents(1).size(), 8u);
+  EXPECT_EQ(encoded->outputs(0).parameters().at("shared_memory_region").string_param(), "out");
+  auto back = ParseModelInferResponse(encoded);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_NE(FindRegion(back->output_regions, "y"), nullptr);
+  EXPECT_EQ(FindRegion(back->output_regions, "y")->byte_size, 8u);
+  EXPECT_EQ(back->outputs[1].values<float>()[0], 1.5f);
+}
+
+TEST(GrpcCodecTest, BadSharedMemoryParametersAreInvalidArgument) {
+  auto with = [](auto edit) {
+    ModelInferRequest request = Request();
+    AddInput(&request, "x", "FP32", {2});
+    edit(&request);
+    return ErrorOf(request);
+  };
+  EXPECT_NE(with([](ModelInferRequest* r) {
+              (*r->mutable_inputs(0)->mutable_parameters())["shared_memory_region"].set_string_param("r");
+            }).find("needs both shared_memory_region"),
+            std::string::npos);
+  EXPECT_NE(with([](ModelInferRequest* r) {
+              (*r->mutable_inputs(0)->mutable_parameters())["shared_memory_byte_size"].set_int64_param(8);
+            }).find("needs both"),
+            std::string::npos);
+  EXPECT_NE(with([](ModelInferRequest* r) {
+              auto& parameters = *r->mutable_inputs(0)->mutable_parameters();
+              parameters["shared_memory_region"].set_string_param("r");
+              parameters["shared_memory_byte_size"].set_int64_param(-8);
+            }).find("shared_memory_byte_size"),
+            std::string::npos);
+  EXPECT_NE(with([](ModelInferRequest* r) {
+              auto& parameters = *r->mutable_inputs(0)->mutable_parameters();
+              parameters["shared_memory_region"].set_string_param("r");
+              parameters["shared_memory_byte_size"].set_int64_param(8);
+              r->mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+            }).find("contents must be empty with shared_memory_region"),
+            std::string::npos);
+  EXPECT_NE(with([](ModelInferRequest* r) {
+              auto& parameters = *r->mutable_inputs(0)->mutable_parameters();
+              parameters["shared_memory_region"].set_string_param("r");
+              parameters["shared_memory_byte_size"].set_int64_param(8);
+              r->add_raw_input_contents("abcdefgh");
+            }).find("raw_input_contents has 1 entries for 0 inputs"),
+            std::string::npos);
+  EXPECT_NE(with([](ModelInferRequest* r) {
+              r->mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+              r->mutable_inputs(0)->mutable_contents()->add_fp32_contents(2);
+              auto* output = r->add_outputs();
+              output->set_name("y");
+              (*output->mutable_parameters())["shared_memory_offset"].set_int64_param(4);
+            }).find("output 'y'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferd

@@ -380,3 +380,66 @@ TEST(LifecycleCodecTest, FeedbackIsOneItemOrABatchWhoseBadItemsAreKeptAsInvalid)
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+TEST(KServeCodecTest, SharedMemoryInputsAndOutputs) {
+  auto parsed = Parse(
+      R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"shared_memory_region":"in",)"
+      R"("shared_memory_byte_size":8,"shared_memory_offset":16}},{"name":"z","shape":[1],"datatype":"FP32","data":[3]}],)"
+      R"("outputs":[{"name":"y","parameters":{"shared_memory_region":"out","shared_memory_byte_size":64}},{"name":"w"}]})");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const InferRequest& request = *parsed->request;
+  EXPECT_EQ(request.inputs[0].data, nullptr);
+  EXPECT_EQ(request.inputs[0].byte_size, 8u);
+  ASSERT_EQ(request.input_regions.size(), 1u);
+  EXPECT_EQ(request.input_regions[0].second.offset, 16u);
+  EXPECT_EQ(request.inputs[1].values<float>()[0], 3.0f);
+  EXPECT_EQ(request.requested_outputs, (std::vector<std::string>{"y", "w"}));
+  ASSERT_NE(FindRegion(request.output_regions, "y"), nullptr);
+  EXPECT_EQ(FindRegion(request.output_regions, "y")->byte_size, 64u);
+
+  // The answer names the region and the bytes written, and has no data for that output.
+  InferResponse response{.model_name = "m", .outputs = {Tensor{.name = "y", .dtype = DataType::kFp32, .shape = {2}}}};
+  response.output_regions = {{"y", {.region = "out", .byte_size = 8}}};
+  const std::string body = EncodeInferResponse(response, {.binary_by_default = true}).body;
+  EXPECT_NE(body.find(R"("parameters":{"shared_memory_region":"out","shared_memory_byte_size":8})"), std::string::npos) << body;
+  EXPECT_EQ(body.find("\"data\""), std::string::npos) << body;
+  auto back = ParseInferResponse(std::make_shared<const std::string>(body), std::nullopt);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_NE(FindRegion(back->output_regions, "y"), nullptr);
+
+  // The client's encoding parses back to the same references.
+  InferRequest client{.model_name = "m"};
+  client.inputs = request.inputs;
+  client.input_regions = request.input_regions;
+  client.requested_outputs = {"y"};
+  client.output_regions = request.output_regions;
+  EncodedRequest encoded = EncodeInferRequest(client, /*binary=*/true);
+  auto again = ParseInferRequest(std::make_shared<const std::string>(encoded.body), encoded.json_length);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->request->input_regions[0].second.region, "in");
+  EXPECT_EQ(again->request->inputs[1].values<float>()[0], 3.0f);
+  EXPECT_EQ(again->request->output_regions[0].second.region, "out");
+}
+
+TEST(KServeCodecTest, BadSharedMemoryParameters) {
+  const std::string head = R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32",)";
+  EXPECT_NE(ErrorOf(head + R"("parameters":{"shared_memory_region":"r"}}]})").find("needs both shared_memory_region"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + R"("parameters":{"shared_memory_byte_size":4}}]})").find("needs both"), std::string::npos);
+  EXPECT_NE(ErrorOf(head + R"("parameters":{"shared_memory_region":"r","shared_memory_byte_size":-4}}]})")
+                .find("shared_memory_byte_size' must be a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + R"("data":[1],"parameters":{"shared_memory_region":"r","shared_memory_byte_size":4}}]})")
+                .find("must be absent with shared_memory_region"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(head + R"("data":[1]}],"outputs":[{"name":"y","parameters":{"shared_memory_region":3,)"
+                           R"("shared_memory_byte_size":4}}]})")
+                .find("output 'y'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferd

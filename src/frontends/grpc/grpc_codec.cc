@@ -79,6 +79,29 @@ void WriteParameters(const InferParameters& parameters, ParameterMap* out) {
   }
 }
 
+// Triton's shared-memory parameters of an input or output, if it has them: shared_memory_region
+// and shared_memory_byte_size together, shared_memory_offset optional.
+StatusOr<std::optional<SharedMemoryRef>> SharedMemoryRefOf(const ParameterMap& parameters, const std::string& where) {
+  auto region = parameters.find("shared_memory_region");
+  auto byte_size = UnsignedParameter(parameters, "shared_memory_byte_size");
+  auto offset = UnsignedParameter(parameters, "shared_memory_offset");
+  if (!byte_size.ok()) return byte_size.status().WithPrefix(where);
+  if (!offset.ok()) return offset.status().WithPrefix(where);
+  if (region == parameters.end() && !*byte_size && !*offset) return std::optional<SharedMemoryRef>();
+  if (region == parameters.end() || region->second.parameter_choice_case() != ProtoParameter::kStringParam ||
+      region->second.string_param().empty() || !*byte_size) {
+    return Invalid(where + ": shared memory needs both shared_memory_region (a string_param) and shared_memory_byte_size");
+  }
+  return std::optional<SharedMemoryRef>(
+      SharedMemoryRef{.region = region->second.string_param(), .offset = offset->value_or(0), .byte_size = **byte_size});
+}
+
+void WriteSharedMemoryRef(const SharedMemoryRef& ref, ParameterMap* out) {
+  (*out)["shared_memory_region"].set_string_param(ref.region);
+  (*out)["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(ref.byte_size));
+  if (ref.offset != 0) (*out)["shared_memory_offset"].set_int64_param(static_cast<int64_t>(ref.offset));
+}
+
 Status ParseRequestParameters(const ParameterMap& parameters, InferRequest* request) {
   ASSIGN_OR_RETURN(std::optional<uint64_t> priority, UnsignedParameter(parameters, "priority"));
   if (priority) {
@@ -221,21 +244,34 @@ StatusOr<std::unique_ptr<InferRequest>> ParseModelInferRequest(
   request->id = message->id();
   RETURN_IF_ERROR(ParseRequestParameters(message->parameters(), request.get()));
   if (message->inputs().empty()) return Invalid("the request has no inputs");
+  // raw_input_contents holds one entry per input not in shared memory, in the inputs' order.
   const bool raw = !message->raw_input_contents().empty();
-  if (raw && message->raw_input_contents_size() != message->inputs_size()) {
-    return Invalid("raw_input_contents has " + std::to_string(message->raw_input_contents_size()) +
-                   " entries for " + std::to_string(message->inputs_size()) + " inputs");
+  const auto in_shared_memory = std::count_if(message->inputs().begin(), message->inputs().end(), [](const auto& input) {
+    return input.parameters().contains("shared_memory_region");
+  });
+  const int64_t raw_expected = message->inputs_size() - in_shared_memory;
+  if (raw && message->raw_input_contents_size() != raw_expected) {
+    return Invalid("raw_input_contents has " + std::to_string(message->raw_input_contents_size()) + " entries for " +
+                   std::to_string(raw_expected) + " inputs (not counting those in shared memory)");
   }
+  int raw_used = 0;
   request->inputs.reserve(message->inputs_size());
   for (int i = 0; i < message->inputs_size(); ++i) {
     const auto& input = message->inputs(i);
     ASSIGN_OR_RETURN(Tensor tensor, ParseInputHeader(input));
-    if (raw) {
+    ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> region,
+                     SharedMemoryRefOf(input.parameters(), "input '" + tensor.name + "'"));
+    if (region) {
+      if (input.has_contents()) return Invalid("input '" + tensor.name + "': contents must be empty with shared_memory_region");
+      tensor.byte_size = static_cast<size_t>(region->byte_size);  // the data: mapped in by the server
+      request->input_regions.emplace_back(tensor.name, std::move(*region));
+      request->inputs.push_back(std::move(tensor));
+    } else if (raw) {
       if (input.has_contents()) {
         return Invalid("input '" + tensor.name +
                        "': contents must be empty when raw_input_contents is used");
       }
-      request->inputs.push_back(FromRaw(std::move(tensor), message, message->raw_input_contents(i)));
+      request->inputs.push_back(FromRaw(std::move(tensor), message, message->raw_input_contents(raw_used++)));
     } else {
       ASSIGN_OR_RETURN(Tensor parsed, FromContents(std::move(tensor), input.contents()));
       request->inputs.push_back(std::move(parsed));
@@ -250,6 +286,9 @@ StatusOr<std::unique_ptr<InferRequest>> ParseModelInferRequest(
       }
       request->classifications.emplace_back(output.name(), static_cast<uint32_t>(count));
     }
+    ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> region,
+                     SharedMemoryRefOf(output.parameters(), "output '" + output.name() + "'"));
+    if (region) request->output_regions.emplace_back(output.name(), std::move(*region));
     request->requested_outputs.push_back(output.name());
   }
   return request;
@@ -266,8 +305,14 @@ void EncodeModelInferResponse(const InferResponse& response, inference::ModelInf
     const std::string_view datatype = DataTypeName(tensor.dtype);
     output->set_datatype(datatype.data(), datatype.size());
     for (int64_t dim : tensor.shape) output->add_shape(dim);
+    // An output in shared memory keeps its place in raw_output_contents, empty: clients read the
+    // entries by position.
     std::string* raw = out->add_raw_output_contents();
-    if (tensor.byte_size > 0) raw->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
+    if (const SharedMemoryRef* region = FindRegion(response.output_regions, tensor.name); region != nullptr) {
+      WriteSharedMemoryRef(*region, output->mutable_parameters());
+    } else if (tensor.byte_size > 0) {
+      raw->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
+    }
   }
 }
 
@@ -284,10 +329,20 @@ void EncodeModelInferRequest(const InferRequest& request, inference::ModelInferR
     const std::string_view datatype = DataTypeName(tensor.dtype);
     input->set_datatype(datatype.data(), datatype.size());
     for (int64_t dim : tensor.shape) input->add_shape(dim);
+    if (const SharedMemoryRef* region = FindRegion(request.input_regions, tensor.name); region != nullptr) {
+      WriteSharedMemoryRef(*region, input->mutable_parameters());
+      continue;
+    }
     std::string* raw = out->add_raw_input_contents();
     if (tensor.byte_size > 0) raw->assign(reinterpret_cast<const char*>(tensor.data.get()), tensor.byte_size);
   }
-  for (const std::string& name : request.requested_outputs) out->add_outputs()->set_name(name);
+  for (const std::string& name : request.requested_outputs) {
+    auto* output = out->add_outputs();
+    output->set_name(name);
+    if (const SharedMemoryRef* region = FindRegion(request.output_regions, name); region != nullptr) {
+      WriteSharedMemoryRef(*region, output->mutable_parameters());
+    }
+  }
 }
 
 StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference::ModelInferResponse> message) {
@@ -304,7 +359,12 @@ StatusOr<InferResponse> ParseModelInferResponse(std::shared_ptr<const inference:
                    " raw_output_contents for " + std::to_string(message->outputs_size()) + " outputs");
   for (int i = 0; i < message->outputs_size(); ++i) {
     ASSIGN_OR_RETURN(Tensor tensor, ParseInputHeader(message->outputs(i)));
-    if (raw) {
+    ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> region,
+                     SharedMemoryRefOf(message->outputs(i).parameters(), "output '" + tensor.name + "'"));
+    if (region) {
+      response.output_regions.emplace_back(tensor.name, std::move(*region));
+      response.outputs.push_back(std::move(tensor));
+    } else if (raw) {
       response.outputs.push_back(FromRaw(std::move(tensor), message, message->raw_output_contents(i)));
     } else {
       ASSIGN_OR_RETURN(Tensor parsed, FromContents(std::move(tensor), message->outputs(i).contents()));

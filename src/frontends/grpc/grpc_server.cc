@@ -234,6 +234,30 @@ class GrpcServer::Handlers {
                               [finish = std::move(finish)](Status status) { finish(Error(status)); });
   }
 
+  grpc::Status SystemSharedMemoryStatus(const inference::SystemSharedMemoryStatusRequest& request,
+                                        inference::SystemSharedMemoryStatusResponse* response) {
+    auto regions = server_->shared_memory().Regions(request.name());
+    if (!regions.ok()) return Error(regions.status());
+    for (const SharedMemoryRegionStatus& region : *regions) {
+      auto& status = (*response->mutable_regions())[region.name];
+      status.set_name(region.name);
+      status.set_key(region.key);
+      status.set_offset(region.offset);
+      status.set_byte_size(region.byte_size);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status SystemSharedMemoryRegister(const inference::SystemSharedMemoryRegisterRequest& request,
+                                          inference::SystemSharedMemoryRegisterResponse*) {
+    return Error(server_->shared_memory().Register(request.name(), request.key(), request.offset(), request.byte_size()));
+  }
+
+  grpc::Status SystemSharedMemoryUnregister(const inference::SystemSharedMemoryUnregisterRequest& request,
+                                            inference::SystemSharedMemoryUnregisterResponse*) {
+    return Error(server_->shared_memory().Unregister(request.name()));
+  }
+
   // grpc.health.v1 Check (HealthOf says what is reported); an unknown name is NOT_FOUND, as the
   // health protocol specifies.
   grpc::Status HealthCheck(const grpc::health::v1::HealthCheckRequest& request,
@@ -367,6 +391,12 @@ void GrpcServer::AddRoutes() {
                           Later(handlers, &Handlers::RepositoryModelLoad)));
   routes_.push_back(Route(queues, inference, &Inference::RequestRepositoryModelUnload,
                           Later(handlers, &Handlers::RepositoryModelUnload)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestSystemSharedMemoryStatus,
+                          AtOnce(handlers, &Handlers::SystemSharedMemoryStatus)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestSystemSharedMemoryRegister,
+                          AtOnce(handlers, &Handlers::SystemSharedMemoryRegister)));
+  routes_.push_back(Route(queues, inference, &Inference::RequestSystemSharedMemoryUnregister,
+                          AtOnce(handlers, &Handlers::SystemSharedMemoryUnregister)));
   routes_.push_back(Route(
       queues, inference, &Inference::RequestModelInfer,
       [handlers](grpc::ServerContext& context, ModelInferRequest& request, ModelInferResponse* response,

@@ -126,12 +126,36 @@ std::optional<bool> BoolParameter(const Value& owner, const char* key) {
   return it->value.GetBool();
 }
 
+std::optional<std::string_view> StringParameter(const Value& owner, const char* key) {
+  auto params = owner.FindMember("parameters");
+  if (params == owner.MemberEnd() || !params->value.IsObject()) return std::nullopt;
+  auto it = params->value.FindMember(key);
+  if (it == params->value.MemberEnd() || !it->value.IsString()) return std::nullopt;
+  return std::string_view(it->value.GetString(), it->value.GetStringLength());
+}
+
+// Triton's shared-memory parameters of an input or output, if it has them: shared_memory_region
+// and shared_memory_byte_size together, shared_memory_offset optional.
+StatusOr<std::optional<SharedMemoryRef>> ParseSharedMemoryRef(const Value& owner, const std::string& where) {
+  ASSIGN_OR_RETURN(std::optional<uint64_t> byte_size, UintParameter(owner, "shared_memory_byte_size", where));
+  ASSIGN_OR_RETURN(std::optional<uint64_t> offset, UintParameter(owner, "shared_memory_offset", where));
+  const std::optional<std::string_view> region = StringParameter(owner, "shared_memory_region");
+  if (!region && !byte_size && !offset) return std::optional<SharedMemoryRef>();
+  if (!region || region->empty() || !byte_size) {
+    return Invalid(where + ": shared memory needs both shared_memory_region (a string) and shared_memory_byte_size");
+  }
+  return std::optional<SharedMemoryRef>(SharedMemoryRef{.region = std::string(*region), .offset = offset.value_or(0),
+                                                        .byte_size = *byte_size});
+}
+
 struct BinaryCursor {
   std::shared_ptr<const std::string> body;
   size_t offset;  // next unread byte of the binary region
 };
 
-StatusOr<Tensor> ParseInput(const Value& input, BinaryCursor& cursor, size_t json_size) {
+// An input of a request, or an output of a response (same JSON). A tensor in shared memory is
+// added to `regions` and comes back without data.
+StatusOr<Tensor> ParseInput(const Value& input, BinaryCursor& cursor, size_t json_size, SharedMemoryRefs& regions) {
   if (!input.IsObject()) return Invalid("each entry of 'inputs' must be an object");
   auto name = input.FindMember("name");
   if (name == input.MemberEnd() || !name->value.IsString()) return Invalid("an input has no 'name' string");
@@ -148,6 +172,15 @@ StatusOr<Tensor> ParseInput(const Value& input, BinaryCursor& cursor, size_t jso
   ASSIGN_OR_RETURN(tensor.shape, ParseShape(input, tensor.name));
   ASSIGN_OR_RETURN(std::optional<uint64_t> binary_size,
                    UintParameter(input, "binary_data_size", "input '" + tensor.name + "'"));
+  ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> region, ParseSharedMemoryRef(input, "input '" + tensor.name + "'"));
+  if (region) {
+    if (binary_size || input.HasMember("data")) {
+      return Invalid("input '" + tensor.name + "': 'data' and binary_data_size must be absent with shared_memory_region");
+    }
+    tensor.byte_size = static_cast<size_t>(region->byte_size);  // the data: mapped in by the server
+    regions.emplace_back(tensor.name, std::move(*region));
+    return tensor;
+  }
   if (!binary_size) return ParseJsonData(input, std::move(tensor), json_size);
   const size_t available = cursor.body->size() - cursor.offset;
   if (*binary_size > available) {
@@ -234,6 +267,8 @@ Status ParseRequestedOutputs(const Value& root, InferRequest* request, OutputEnc
     if (name == output.MemberEnd() || !name->value.IsString())
       return Invalid("an output has no 'name' string");
     std::string output_name = name->value.GetString();
+    ASSIGN_OR_RETURN(std::optional<SharedMemoryRef> region, ParseSharedMemoryRef(output, "output '" + output_name + "'"));
+    if (region) request->output_regions.emplace_back(output_name, std::move(*region));
     if (auto binary = BoolParameter(output, "binary_data")) {
       (*binary ? encoding->binary_outputs : encoding->json_outputs).push_back(output_name);
     }
@@ -263,9 +298,21 @@ void WriteJsonData(const Tensor& tensor, JsonWriter& w) {
   w.EndArray();
 }
 
+void WriteSharedMemoryParameters(const SharedMemoryRef& region, JsonWriter& w) {
+  w.Key("shared_memory_region");
+  w.String(region.region.c_str(), static_cast<rapidjson::SizeType>(region.region.size()));
+  w.Key("shared_memory_byte_size");
+  w.Uint64(region.byte_size);
+  if (region.offset != 0) {
+    w.Key("shared_memory_offset");
+    w.Uint64(region.offset);
+  }
+}
+
 // One entry of a request's `inputs` or a response's `outputs`: name, datatype, shape, then either
-// parameters.binary_data_size (the bytes follow the JSON) or `data`.
-void WriteTensor(const Tensor& tensor, bool binary, JsonWriter& w) {
+// where its bytes lie in shared memory, parameters.binary_data_size (the bytes follow the JSON) or
+// `data`.
+void WriteTensor(const Tensor& tensor, bool binary, const SharedMemoryRef* region, JsonWriter& w) {
   w.StartObject();
   w.Key("name");
   w.String(tensor.name.c_str(), static_cast<rapidjson::SizeType>(tensor.name.size()));
@@ -275,7 +322,12 @@ void WriteTensor(const Tensor& tensor, bool binary, JsonWriter& w) {
   w.StartArray();
   for (int64_t dim : tensor.shape) w.Int64(dim);
   w.EndArray();
-  if (binary) {
+  if (region != nullptr) {
+    w.Key("parameters");
+    w.StartObject();
+    WriteSharedMemoryParameters(*region, w);
+    w.EndObject();
+  } else if (binary) {
     w.Key("parameters");
     w.StartObject();
     w.Key("binary_data_size");
@@ -347,7 +399,7 @@ StatusOr<ParsedInferRequest> ParseInferRequest(std::shared_ptr<const std::string
   if (inputs->value.Empty()) return Invalid("'inputs' is empty");
   BinaryCursor cursor{body, json_size};
   for (const auto& input : inputs->value.GetArray()) {
-    ASSIGN_OR_RETURN(Tensor tensor, ParseInput(input, cursor, json_size));
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInput(input, cursor, json_size, request->input_regions));
     request->inputs.push_back(std::move(tensor));
   }
   if (cursor.offset != body->size()) {
@@ -382,8 +434,9 @@ EncodedResponse EncodeInferResponse(const InferResponse& response, const OutputE
   w.StartArray();
   std::vector<const Tensor*> binary;
   for (const Tensor& tensor : response.outputs) {
-    const bool as_binary = encoding.IsBinary(tensor.name);
-    WriteTensor(tensor, as_binary, w);
+    const SharedMemoryRef* region = FindRegion(response.output_regions, tensor.name);
+    const bool as_binary = region == nullptr && encoding.IsBinary(tensor.name);
+    WriteTensor(tensor, as_binary, region, w);
     if (as_binary) binary.push_back(&tensor);
   }
   w.EndArray();
@@ -422,8 +475,9 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
   w.StartArray();
   std::vector<const Tensor*> binary_inputs;
   for (const Tensor& tensor : request.inputs) {
-    WriteTensor(tensor, binary, w);
-    if (binary) binary_inputs.push_back(&tensor);
+    const SharedMemoryRef* region = FindRegion(request.input_regions, tensor.name);
+    WriteTensor(tensor, binary, region, w);
+    if (binary && region == nullptr) binary_inputs.push_back(&tensor);
   }
   w.EndArray();
   if (!request.requested_outputs.empty()) {
@@ -435,8 +489,12 @@ EncodedRequest EncodeInferRequest(const InferRequest& request, bool binary) {
       w.String(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
       w.Key("parameters");
       w.StartObject();
-      w.Key("binary_data");
-      w.Bool(binary);
+      if (const SharedMemoryRef* region = FindRegion(request.output_regions, name); region != nullptr) {
+        WriteSharedMemoryParameters(*region, w);
+      } else {
+        w.Key("binary_data");
+        w.Bool(binary);
+      }
       w.EndObject();
       w.EndObject();
     }
@@ -494,7 +552,7 @@ StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> bo
   if (outputs == doc.MemberEnd() || !outputs->value.IsArray()) return Invalid("the response has no 'outputs' array");
   BinaryCursor cursor{body, json_size};
   for (const auto& output : outputs->value.GetArray()) {
-    ASSIGN_OR_RETURN(Tensor tensor, ParseInput(output, cursor, json_size));
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInput(output, cursor, json_size, response.output_regions));
     response.outputs.push_back(std::move(tensor));
   }
   return response;

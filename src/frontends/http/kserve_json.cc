@@ -4,6 +4,7 @@
 
 #include "frontends/http/lifecycle_codec.h"
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -549,6 +550,49 @@ std::string QualityJson(const std::string& model, const std::vector<std::pair<in
   w.EndArray();
   w.EndObject();
   return Done(buffer);
+}
+
+std::string SharedMemoryStatusJson(const std::vector<SharedMemoryRegionStatus>& regions) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartArray();
+  for (const SharedMemoryRegionStatus& region : regions) {
+    w.StartObject();
+    w.Key("name");
+    Str(w, region.name);
+    w.Key("key");
+    Str(w, region.key);
+    w.Key("offset");
+    w.Uint64(region.offset);
+    w.Key("byte_size");
+    w.Uint64(region.byte_size);
+    w.EndObject();
+  }
+  w.EndArray();
+  return Done(buffer);
+}
+
+StatusOr<SharedMemoryRegistration> ParseSharedMemoryRegistration(std::string_view body) {
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return Status::InvalidArgument("the register request body is not a JSON object");
+  SharedMemoryRegistration registration;
+  for (const auto& member : doc.GetObject()) {
+    const std::string_view field(member.name.GetString(), member.name.GetStringLength());
+    if (field == "key" && member.value.IsString()) {
+      registration.key.assign(member.value.GetString(), member.value.GetStringLength());
+    } else if ((field == "offset" || field == "byte_size") && member.value.IsUint64()) {
+      (field == "offset" ? registration.offset : registration.byte_size) = member.value.GetUint64();
+    } else if (field == "key" || field == "offset" || field == "byte_size") {
+      return Status::InvalidArgument("'" + std::string(field) + "' must be " +
+                                     (field == "key" ? "a string" : "a non-negative integer"));
+    } else {
+      return Status::InvalidArgument("unknown field '" + std::string(field) + "' in the register request");
+    }
+  }
+  if (registration.key.empty()) return Status::InvalidArgument("the register request needs a 'key'");
+  if (!doc.HasMember("byte_size")) return Status::InvalidArgument("the register request needs a 'byte_size'");
+  return registration;
 }
 
 }  // namespace inferd

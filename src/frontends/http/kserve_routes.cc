@@ -58,6 +58,7 @@ class KServeRoutes {
     if (parts[1] == "models" && parts.size() >= 3)
       return HandleModel(std::move(request), parts, std::move(respond));
     if (parts[1] == "repository") return HandleRepository(request, parts, std::move(respond));
+    if (parts[1] == "systemsharedmemory") return respond(HandleSharedMemory(request, parts));
     respond(Error(404, "unknown path " + request.path));
   }
 
@@ -218,6 +219,36 @@ class KServeRoutes {
       return;
     }
     respond(Error(404, "unknown path " + request.path));
+  }
+
+  // /v2/systemsharedmemory[/region/R]/status, .../region/R/register, [.../region/R]/unregister.
+  HttpResponse HandleSharedMemory(const HttpRequest& request, const std::vector<std::string_view>& parts) {
+    std::string_view region, action;
+    if (parts.size() == 3) {
+      action = parts[2];
+    } else if (parts.size() == 5 && parts[2] == "region") {
+      region = parts[3];
+      action = parts[4];
+    } else {
+      return Error(404, "unknown path " + request.path);
+    }
+    SharedMemoryRegistry& registry = server_->shared_memory();
+    if (action == "status") {
+      if (request.method != HttpMethod::kGet) return MethodNotAllowed("GET");
+      auto regions = registry.Regions(region);
+      return regions.ok() ? Json(200, SharedMemoryStatusJson(*regions)) : Error(regions.status());
+    }
+    if (action != "register" && action != "unregister") return Error(404, "unknown path " + request.path);
+    if (request.method != HttpMethod::kPost) return MethodNotAllowed("POST");
+    if (action == "unregister") {
+      Status status = registry.Unregister(region);
+      return status.ok() ? Json(200, "{}") : Error(status);
+    }
+    if (region.empty()) return Error(404, "register needs /v2/systemsharedmemory/region/NAME/register");
+    auto registration = ParseSharedMemoryRegistration(Body(request));
+    if (!registration.ok()) return Error(registration.status());
+    Status status = registry.Register(std::string(region), registration->key, registration->offset, registration->byte_size);
+    return status.ok() ? Json(200, "{}") : Error(status);
   }
 
   InferenceServer* server_;
