@@ -80,12 +80,15 @@ InferenceServer::InferenceServer(ServerOptions options)
     : options_(std::move(options)),
       backends_(std::make_unique<BackendRegistry>(BackendRegistry::WithBuiltins())),
       forecasts_(options_.forecast, options_.prediction_horizon_s),
+      response_cache_(options_.response_cache_bytes > 0
+                          ? std::make_shared<ResponseCache>(options_.response_cache_bytes, &metrics_)
+                          : nullptr),
       models_(std::make_unique<ModelManager>(
           ModelManager::Options{options_.repositories, options_.threads, options_.memory_admission,
                                 [this](std::unique_ptr<InferRequest> request, InferCallback done) {
                                   DispatchStep(std::move(request), std::move(done));
                                 },
-                                MakeRouterServices()},
+                                MakeRouterServices(), response_cache_},
           backends_.get(), &metrics_, &clock_)) {
   RegisterModelMetricFamilies(&metrics_);
   RegisterRolloutMetricFamilies(&metrics_);

@@ -20,6 +20,7 @@
 #include "core/shared_memory.h"
 #include "common/load_override.h"
 #include "lifecycle/memory_admission.h"
+#include "lifecycle/response_cache.h"
 #include "lifecycle/mirror.h"
 #include "lifecycle/model_state.h"
 #include "lifecycle/rollout.h"
@@ -75,6 +76,9 @@ struct ServerOptions {
   AlertRules alert_rules = DefaultAlertRules();
   // Triton's --allow-client-shm: clients may register shared-memory regions (core/shared_memory.h).
   bool allow_client_shared_memory = false;
+  // --cache-size: the response cache's byte budget, shared by the models whose config has
+  // response_cache { enable: true } (lifecycle/response_cache.h). 0: no cache.
+  size_t response_cache_bytes = 0;
 };
 
 class InferenceServer {
@@ -199,6 +203,7 @@ class InferenceServer {
   std::unique_ptr<GpuMetrics> gpus_;  // after metrics_: removes its series from it when it goes
   std::unique_ptr<BackendRegistry> backends_;
   ForecastBoard forecasts_;  // before models_: routers read it
+  std::shared_ptr<ResponseCache> response_cache_;  // before models_: their versions use it; null: none
   AlertBoard alerts_{options_.alert_rules};
   std::vector<std::string> alerted_models_;  // the ticker's: models with inferd_anomaly_alert series
   std::unique_ptr<ModelManager> models_;

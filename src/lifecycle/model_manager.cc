@@ -173,7 +173,16 @@ Status ModelManager::LoadOverridden(const std::string& name, const std::vector<f
       status = config.status();  // the request is malformed: nothing changes
     }
   }
-  if (status.ok()) status = LoadSource(source, {}, Retired::kLoadAgain);
+  // Versions given as files are new files whatever the config says: they load again, as in Triton.
+  std::set<int64_t> overridden_versions;
+  for (const auto& [path, contents] : override.files) {
+    const std::string folder = path.substr(0, path.find('/'));
+    if (!folder.empty() && std::all_of(folder.begin(), folder.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        folder.size() < 18) {
+      overridden_versions.insert(std::stoll(folder));
+    }
+  }
+  if (status.ok()) status = LoadSource(source, overridden_versions, Retired::kLoadAgain);
   // What was loaded is in memory now; the files were only the way there.
   if (!private_root.empty()) fs::remove_all(private_root);
   return status;
@@ -199,21 +208,22 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const Model
       spdlog::warn("model '{}': KIND_GPU requested; inferd executes on CPU", config.name());
     }
   }
-  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config), options_.memory_admission.get()};
+  ModelVersion::LoadContext context{backend, metrics_, clock_, IntraOpThreads(config), options_.memory_admission.get(),
+                                    options_.response_cache.get()};
   return ModelVersion::Prepare(config, version, version_dir, context);
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareEnsembleVersion(const ModelConfig& config,
                                                                              std::shared_ptr<const EnsemblePlan> plan,
                                                                              const fs::path& model_dir, int64_t version) {
-  ModelVersion::LoadContext context{nullptr, metrics_, clock_, 1};
+  ModelVersion::LoadContext context{nullptr, metrics_, clock_, 1, nullptr, options_.response_cache.get()};
   return ModelVersion::PrepareEnsemble(config, version, std::move(plan), options_.step_dispatch, model_dir, context);
 }
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareRouterVersion(const ModelConfig& config,
                                                                            std::shared_ptr<const RouterPlan> plan,
                                                                            int64_t version) {
-  ModelVersion::LoadContext context{nullptr, metrics_, clock_, 1};
+  ModelVersion::LoadContext context{nullptr, metrics_, clock_, 1, nullptr, options_.response_cache.get()};
   return ModelVersion::PrepareRouter(config, version, std::move(plan), options_.router_services, context);
 }
 

@@ -24,6 +24,7 @@
 #include "lifecycle/model_repository.h"
 #include "lifecycle/model_state.h"
 #include "lifecycle/model_version.h"
+#include "lifecycle/response_cache.h"
 #include "lifecycle/traffic.h"
 
 namespace inferd {
@@ -40,6 +41,9 @@ class ModelManager {
     // What routers get of the server (their door, pools, load facts); metrics and clock are the
     // manager's own.
     RouterServices router_services;
+    // Triton's response cache, shared by the versions whose config enables it; null: none
+    // (--cache-size 0).
+    std::shared_ptr<ResponseCache> response_cache;
     // Once SetLoadsAtIdlePriority(true): a load's work and the release of retired versions run
     // at SCHED_IDLE (common/low_priority.h), behind serving.
   };

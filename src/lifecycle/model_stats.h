@@ -20,6 +20,9 @@ struct ModelStats {
   std::atomic<uint64_t> execution_count{0};
   std::atomic<uint64_t> last_inference_ms{0};  // milliseconds since the Unix epoch
   DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
+  // Triton's: requests the response cache answered (their success includes these), and those it
+  // could not (the lookup and, on success, the insertion are the model's time, not these).
+  DurationStat cache_hit, cache_miss;
 };
 
 }  // namespace inferd

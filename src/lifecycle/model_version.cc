@@ -50,24 +50,59 @@ SchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& config) {
   return options;
 }
 
+namespace {
+
+uint64_t NextVersionSerial() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
+
+// The server's response cache when the config enables it; a config that enables it on a server
+// without one (--cache-size 0) is served uncached, with a warning.
+ResponseCache* CacheFor(const ModelConfig& config, int64_t version, ResponseCache* cache) {
+  if (!config.response_cache().enable()) return nullptr;
+  if (cache == nullptr) {
+    spdlog::warn("model '{}' version {}: response_cache is enabled but the server has no cache (--cache-size 0): "
+                 "requests are not cached",
+                 config.name(), version);
+  }
+  return cache;
+}
+
+}  // namespace
+
 ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, const LoadContext& context)
     : config_(config),
       version_(version),
+      serial_(NextVersionSerial()),
+      cache_(CacheFor(config, version, context.response_cache)),
       clock_(context.clock),
       registry_(context.metrics),
       metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
       orderer_(config.dynamic_batching().preserve_ordering() ? std::make_unique<ResponseOrderer>() : nullptr),
-      scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {}
+      scheduler_(std::make_unique<Scheduler>(SchedulerOptionsFromConfig(config), context.clock)) {
+  BindCacheMetrics();
+}
 
 ModelVersion::ModelVersion(const ModelConfig& config, int64_t version, std::shared_ptr<EnsembleRunner> ensemble,
                            std::shared_ptr<RouterRunner> router, const LoadContext& context)
     : config_(config),
       version_(version),
+      serial_(NextVersionSerial()),
+      cache_(CacheFor(config, version, context.response_cache)),
       clock_(context.clock),
       registry_(context.metrics),
       metrics_(ModelMetrics::Bind(context.metrics, config.name(), version)),
       ensemble_(std::move(ensemble)),
-      router_(std::move(router)) {}
+      router_(std::move(router)) {
+  BindCacheMetrics();
+}
+
+void ModelVersion::BindCacheMetrics() {
+  if (cache_ == nullptr) return;
+  cache_hits_ = registry_->AddCounter("inferd_cache_hits_total", ModelLabels(name(), version_));
+  cache_misses_ = registry_->AddCounter("inferd_cache_misses_total", ModelLabels(name(), version_));
+}
 
 namespace {
 
@@ -317,7 +352,10 @@ void ModelVersion::Start() {
   }
 }
 
-ModelVersion::~ModelVersion() { StopAndDrain(); }
+ModelVersion::~ModelVersion() {
+  StopAndDrain();
+  if (cache_ != nullptr) cache_->EraseVersion(serial_);
+}
 
 void ModelVersion::StopAndDrain() {
   if (ensemble_) return ensemble_->StopAndDrain();
@@ -359,7 +397,31 @@ Status ModelVersion::EnqueueKeepWarm(ValidatedRequest validated) {
   return status;
 }
 
+bool ModelVersion::AnswerFromCache(const InferRequest& request, InferCallback& done) {
+  const TimePoint start = clock_->Now();
+  const ResponseCacheKey key = ResponseCache::KeyOf(serial_, request);
+  if (std::optional<std::vector<Tensor>> outputs = cache_->Lookup(key)) {
+    const int64_t ns = NanosBetween(start, clock_->Now());
+    cache_hits_->Increment();
+    metrics_.success->Increment();
+    metrics_.request_duration->Observe(NanosToSeconds(ns));
+    stats_.cache_hit.Add(ns);
+    stats_.success.Add(ns);
+    stats_.last_inference_ms.store(NowUnixMillis(), std::memory_order_relaxed);
+    done(InferResponse{.model_name = name(), .model_version = version_, .id = request.id, .outputs = std::move(*outputs)});
+    return true;
+  }
+  cache_misses_->Increment();
+  stats_.cache_miss.Add(NanosBetween(start, clock_->Now()));
+  done = [this, key, done = std::move(done)](StatusOr<InferResponse> result) {
+    if (result.ok()) cache_->Insert(key, result->outputs);
+    done(std::move(result));
+  };
+  return false;
+}
+
 Status ModelVersion::Enqueue(ValidatedRequest&& validated, InferCallback done) {
+  if (cache_ != nullptr && AnswerFromCache(*validated.request, done)) return Status::Ok();
   if (composite()) return EnqueueCompositeRun(std::move(validated), std::move(done));
   const int64_t batch_size = validated.batch_size;
   const uint64_t ticket = orderer_ ? orderer_->Admit() : 0;

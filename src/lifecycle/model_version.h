@@ -25,6 +25,7 @@
 #include "lifecycle/memory_admission.h"
 #include "lifecycle/model_metrics.h"
 #include "lifecycle/model_stats.h"
+#include "lifecycle/response_cache.h"
 #include "lifecycle/response_orderer.h"
 #include "metrics/drift_monitor.h"
 #include "metrics/latency_histogram.h"
@@ -43,6 +44,7 @@ class ModelVersion {
     const Clock* clock = nullptr;
     int intra_op_threads = 1;  // for backends that parallelise one execution
     MemoryAdmission* memory = nullptr;  // refuses instances the memory limit has no room for; null: none
+    ResponseCache* response_cache = nullptr;  // the server's (--cache-size); used when the config enables it
   };
 
   // Prepare, then Start.
@@ -135,6 +137,10 @@ class ModelVersion {
                std::shared_ptr<RouterRunner> router, const LoadContext& context);
   bool composite() const { return ensemble_ || router_; }
 
+  // A request the response cache answers: true when `done` was called with the cached answer;
+  // otherwise `done` is wrapped to keep a successful answer.
+  bool AnswerFromCache(const InferRequest& request, InferCallback& done);
+  void BindCacheMetrics();
   void OnComplete(StatusOr<InferResponse> result, const RequestTimings& timings, int64_t batch_size,
                   uint64_t ticket, InferCallback& done);
   void OnExecution(const ExecutionReport& report);
@@ -146,6 +152,9 @@ class ModelVersion {
 
   const ModelConfig config_;
   const int64_t version_;
+  const uint64_t serial_;  // unique to this load, for the process's life: the response cache's key
+  ResponseCache* const cache_;  // null unless the config enables the response cache and the server has one
+  std::shared_ptr<Counter> cache_hits_, cache_misses_;
   const Clock* clock_;
   MetricsRegistry* registry_;
   std::chrono::nanoseconds keep_warm_interval_{0};

@@ -136,6 +136,13 @@ void AddServeFlags(CLI::App* command, ServeFlags* flags) {
                    "server as its own user)")
       ->capture_default_str()
       ->envname("INFERD_ALLOW_CLIENT_SHM");
+  command
+      ->add_option("--cache-size", flags->cache_size,
+                   "Bytes of the response cache shared by the models whose config has response_cache { enable: "
+                   "true } (e.g. 256MiB; 0: no cache, those models run every request)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str()
+      ->envname("INFERD_CACHE_SIZE");
   command->add_option("--http-address", flags->http_address, "Address the HTTP and metrics ports bind to")
       ->capture_default_str()
       ->envname("INFERD_HTTP_ADDRESS");
@@ -244,6 +251,7 @@ int RunServe(const ServeFlags& flags) {
   options.startup_models = flags.load_models;
   options.strict_readiness = flags.strict_readiness;
   options.allow_client_shared_memory = flags.allow_client_shm;
+  options.response_cache_bytes = static_cast<size_t>(flags.cache_size);
   options.remote_pools = MakeGrpcPool;
   options.prediction_horizon_s = flags.prediction_horizon_secs;
   options.forecast.period_s = flags.prediction_period_secs;

@@ -21,6 +21,7 @@ struct ServeFlags {
   std::vector<std::string> load_models;
   bool strict_readiness = true;
   bool allow_client_shm = false;  // Triton's --allow-client-shm
+  uint64_t cache_size = 0;        // the response cache's bytes; 0: none
   std::string http_address = "0.0.0.0";
   uint16_t http_port = 8000;
   uint16_t metrics_port = 8002;

@@ -65,6 +65,8 @@ void DescribeStats(const ModelView& model, inference::ModelStatistics* out) {
   CopyDuration(stats.compute_input, inference->mutable_compute_input());
   CopyDuration(stats.compute_infer, inference->mutable_compute_infer());
   CopyDuration(stats.compute_output, inference->mutable_compute_output());
+  CopyDuration(stats.cache_hit, inference->mutable_cache_hit());
+  CopyDuration(stats.cache_miss, inference->mutable_cache_miss());
 }
 
 void DescribeTraffic(const std::string& model, const ModelTraffic& traffic, lifecycle::TrafficResponse* out) {

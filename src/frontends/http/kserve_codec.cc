@@ -558,6 +558,29 @@ StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> bo
   return response;
 }
 
+StatusOr<SharedMemoryRegistration> ParseSharedMemoryRegistration(std::string_view body) {
+  rapidjson::Document doc;
+  doc.Parse(body.data(), body.size());
+  if (doc.HasParseError() || !doc.IsObject()) return Status::InvalidArgument("the register request body is not a JSON object");
+  SharedMemoryRegistration registration;
+  for (const auto& member : doc.GetObject()) {
+    const std::string_view field(member.name.GetString(), member.name.GetStringLength());
+    if (field == "key" && member.value.IsString()) {
+      registration.key.assign(member.value.GetString(), member.value.GetStringLength());
+    } else if ((field == "offset" || field == "byte_size") && member.value.IsUint64()) {
+      (field == "offset" ? registration.offset : registration.byte_size) = member.value.GetUint64();
+    } else if (field == "key" || field == "offset" || field == "byte_size") {
+      return Status::InvalidArgument("'" + std::string(field) + "' must be " +
+                                     (field == "key" ? "a string" : "a non-negative integer"));
+    } else {
+      return Status::InvalidArgument("unknown field '" + std::string(field) + "' in the register request");
+    }
+  }
+  if (registration.key.empty()) return Status::InvalidArgument("the register request needs a 'key'");
+  if (!doc.HasMember("byte_size")) return Status::InvalidArgument("the register request needs a 'byte_size'");
+  return registration;
+}
+
 std::string ErrorJson(std::string_view message) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

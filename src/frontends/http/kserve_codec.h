@@ -52,6 +52,15 @@ StatusOr<InferResponse> ParseInferResponse(std::shared_ptr<const std::string> bo
 // "<the config as JSON>", "file:1/model.onnx": "<base64>"}}. Unknown parameters are errors.
 StatusOr<LoadOverride> ParseLoadRequest(std::string_view body);
 
+// The body of POST /v2/systemsharedmemory/region/R/register, Triton's: {"key", "offset",
+// "byte_size"} (offset optional, 0). Unknown fields are errors.
+struct SharedMemoryRegistration {
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+};
+StatusOr<SharedMemoryRegistration> ParseSharedMemoryRegistration(std::string_view body);
+
 // {"error": "..."} with the message escaped.
 std::string ErrorJson(std::string_view message);
 

@@ -4,7 +4,6 @@
 
 #include "frontends/http/lifecycle_codec.h"
 
-#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -199,6 +198,8 @@ std::string ModelStatsJson(const std::vector<ModelView>& models) {
     WriteDuration(w, "compute_input", stats.compute_input);
     WriteDuration(w, "compute_infer", stats.compute_infer);
     WriteDuration(w, "compute_output", stats.compute_output);
+    WriteDuration(w, "cache_hit", stats.cache_hit);
+    WriteDuration(w, "cache_miss", stats.cache_miss);
     w.EndObject();
     if (model.is_ensemble()) WriteEnsembleSteps(w, model.EnsembleSteps());
     if (model.is_router()) WriteRouterTargets(w, model);
@@ -570,29 +571,6 @@ std::string SharedMemoryStatusJson(const std::vector<SharedMemoryRegionStatus>& 
   }
   w.EndArray();
   return Done(buffer);
-}
-
-StatusOr<SharedMemoryRegistration> ParseSharedMemoryRegistration(std::string_view body) {
-  rapidjson::Document doc;
-  doc.Parse(body.data(), body.size());
-  if (doc.HasParseError() || !doc.IsObject()) return Status::InvalidArgument("the register request body is not a JSON object");
-  SharedMemoryRegistration registration;
-  for (const auto& member : doc.GetObject()) {
-    const std::string_view field(member.name.GetString(), member.name.GetStringLength());
-    if (field == "key" && member.value.IsString()) {
-      registration.key.assign(member.value.GetString(), member.value.GetStringLength());
-    } else if ((field == "offset" || field == "byte_size") && member.value.IsUint64()) {
-      (field == "offset" ? registration.offset : registration.byte_size) = member.value.GetUint64();
-    } else if (field == "key" || field == "offset" || field == "byte_size") {
-      return Status::InvalidArgument("'" + std::string(field) + "' must be " +
-                                     (field == "key" ? "a string" : "a non-negative integer"));
-    } else {
-      return Status::InvalidArgument("unknown field '" + std::string(field) + "' in the register request");
-    }
-  }
-  if (registration.key.empty()) return Status::InvalidArgument("the register request needs a 'key'");
-  if (!doc.HasMember("byte_size")) return Status::InvalidArgument("the register request needs a 'byte_size'");
-  return registration;
 }
 
 }  // namespace inferd

@@ -41,15 +41,8 @@ std::string TrafficJson(const std::string& model, const ModelTraffic& traffic);
 // A rollout's plan, state and the current step's observations (docs/ARCHITECTURE.md, "Rollouts").
 std::string RolloutJson(const RolloutStatus& status);
 
-// Triton's system shared-memory extension. GET /v2/systemsharedmemory[/region/R]/status answers
-// [{"name", "key", "offset", "byte_size"}]; POST .../region/R/register sends {"key", "offset",
-// "byte_size"} (offset optional, 0).
+// Triton's system shared-memory extension: GET /v2/systemsharedmemory[/region/R]/status answers
+// [{"name", "key", "offset", "byte_size"}] (the register body is kserve_codec's).
 std::string SharedMemoryStatusJson(const std::vector<SharedMemoryRegionStatus>& regions);
-struct SharedMemoryRegistration {
-  std::string key;
-  uint64_t offset = 0;
-  uint64_t byte_size = 0;
-};
-StatusOr<SharedMemoryRegistration> ParseSharedMemoryRegistration(std::string_view body);
 
 }  // namespace inferd
