@@ -16,7 +16,13 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed:
         for server in Inferd.crashed():
-            report.sections.append((f"inferd exited with {server.process.returncode}", server.logs()[-6000:]))
+            logs = server.logs()
+            # A sanitizer's report is longer than the tail kept: keep it whole, from its start.
+            start = logs.find("ERROR: AddressSanitizer")
+            if start < 0:
+                start = logs.find("runtime error:")
+            shown = logs[max(0, logs.rfind("\n", 0, start)):][:30000] if start >= 0 else logs[-6000:]
+            report.sections.append((f"inferd exited with {server.process.returncode}", shown))
 
 
 def pytest_addoption(parser):
