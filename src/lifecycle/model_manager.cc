@@ -602,7 +602,10 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::Find(std::string_view name
 
 std::vector<std::shared_ptr<ModelVersion>> ModelManager::AllLoaded() const {
   std::vector<std::shared_ptr<ModelVersion>> all;
-  for (const auto& [name, versions] : *snapshot_.load()) {
+  // Held in a local: a range-for over `*snapshot_.load()` would drop the temporary shared_ptr
+  // before the loop runs, and a load publishing meanwhile would free the table under it.
+  const std::shared_ptr<const ServingTable> table = snapshot_.load();
+  for (const auto& [name, versions] : *table) {
     for (const auto& [version, model] : versions) all.push_back(model);
   }
   return all;
