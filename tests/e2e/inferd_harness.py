@@ -47,6 +47,18 @@ def scalar_identity(cost_us=0, scheduling="", max_batch_size=1, instances=1):
     return "\n".join(lines) + "\n"
 
 
+
+def plus_model(constant):
+    """An ONNX model y = x + constant, x and y [N, 1] FP32: the answer tells which file served it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "c"], ["y"])], "plus",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
+        [numpy_helper.from_array(np.array([constant], np.float32), "c")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
 def write_repository(root, models):
     """models: {name: (config_text, [versions])}"""
     root = Path(root)

@@ -9,21 +9,13 @@ import grpc
 import numpy as np
 import pytest
 import requests
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from inferd_harness import Inferd
+from inferd_harness import Inferd, plus_model
 
 POLL_ARGS = ("--model-control-mode", "poll", "--repository-poll-secs", "1")
 
 
-def plus_model(constant):
-    """y = x + constant, x and y [N, 1] FP32: the answer tells which file served it."""
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "c"], ["y"])], "plus",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-        [numpy_helper.from_array(np.array([constant], np.float32), "c")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
 
 CONFIG = 'platform: "onnxruntime_onnx"\nmax_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 500 }\n'

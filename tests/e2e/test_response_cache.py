@@ -10,19 +10,10 @@ import grpc
 import numpy as np
 import pytest
 import requests
-from onnx import TensorProto, helper, numpy_helper
 
-from inferd_harness import Inferd
+from inferd_harness import Inferd, plus_model
 
 
-def plus_model(constant):
-    """y = x + constant, x and y [N, 1] FP32: the answer tells which load served it."""
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "c"], ["y"])], "plus",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-        [numpy_helper.from_array(np.array([constant], np.float32), "c")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
 
 CONFIG = 'name: "plus"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\nresponse_cache { enable: true }\n'
