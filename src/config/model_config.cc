@@ -172,6 +172,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto split = TrafficSplitParameter(config); !split.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[traffic_split]") + ": " + split.status().message());
   }
+  if (auto target = LatencyTargetMs(config); !target.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[latency_target_ms]") + ": " + target.status().message());
+  }
   for (const char* key : {"rollback_retention_seconds", "keep_warm_interval_seconds"}) {
     if (auto seconds = SecondsParameter(config, key, 0); !seconds.ok()) {
       return Status::InvalidArgument(Field(file, std::string("parameters[") + key + "]") + ": " +
@@ -382,6 +385,19 @@ StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_vie
     return Status::InvalidArgument("'" + what + "' needs a non-negative number, got '" + std::string(text) + "'");
   }
   return number;
+}
+
+StatusOr<double> LatencyTargetMs(const ModelConfig& config) {
+  const std::optional<std::string> text = ConfigParameter(config, "latency_target_ms");
+  if (!text) return 0.0;
+  ASSIGN_OR_RETURN(double target, ParseNonNegativeNumber("latency_target_ms", *text));
+  if (target <= 0) return Status::InvalidArgument("'latency_target_ms' must be above 0");
+  if (!config.has_dynamic_batching() || config.max_batch_size() <= 0) {
+    return Status::InvalidArgument(
+        "'latency_target_ms' sets how the dynamic batcher forms batches: the model needs dynamic_batching and "
+        "max_batch_size > 0");
+  }
+  return target;
 }
 
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback) {

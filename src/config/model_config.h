@@ -69,6 +69,12 @@ StatusOr<bool> LoadsLazily(const ModelConfig& config);
 // `fallback` when absent, an error when it is not a non-negative integer (checked at load).
 StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string& key, int64_t fallback);
 
+// parameters { key: "latency_target_ms" value: { string_value: "50" } }: the p99 latency (queue
+// plus execution, in milliseconds) the dynamic batcher plans batch sizes and waits for
+// (scheduler/batch_policy.h). 0 without the parameter. An error when it is not a positive number,
+// or when the model has no dynamic_batching or max_batch_size 0 (checked at load).
+StatusOr<double> LatencyTargetMs(const ModelConfig& config);
+
 // A non-negative decimal number (an option's or parameter's value); the error names `what`.
 StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text);
 

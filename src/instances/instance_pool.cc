@@ -92,6 +92,7 @@ void InstancePool::RunBatch(Model* model, std::vector<PendingRequest>& batch) {
   }
   if (timings.infer_done == TimePoint{}) timings.infer_done = timings.input_done;
   timings.output_done = clock_->Now();
+  if (status.ok()) scheduler_->RecordExecution(timings.execution_batch_size, timings.output_done - timings.exec_start);
   observer_({.batch_size = timings.execution_batch_size, .ok = status.ok(), .prepared_shapes = prepared_shapes});
   spdlog::debug("model '{}' v{}: executed {} request(s), batch {}, {} us: {}", model_name_, model_version_,
                 batch.size(), timings.execution_batch_size,

@@ -29,6 +29,8 @@ void RegisterModelMetricFamilies(MetricsRegistry* registry) {
                     "Time of the execution a request was part of (input, infer, output).");
   registry->Declare("inferd_batch_size", Type::kHistogram, "Batch size of each model execution.");
   registry->Declare("inferd_queue_depth", Type::kGauge, "Requests waiting in the scheduler queue.");
+  registry->Declare("inferd_batch_size_limit", Type::kGauge,
+                    "Largest batch the latency target (parameters[latency_target_ms]) lets the batcher form now.");
   registry->Declare("inferd_inflight_requests", Type::kGauge, "Requests accepted and not yet answered.");
   registry->Declare("inferd_model_load_duration_seconds", Type::kGauge,
                     "Time the last load of this model version took.");

@@ -39,6 +39,9 @@ SchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& config) {
   for (int size : batching.preferred_batch_size()) options.rules.preferred_sizes.push_back(size);
   std::sort(options.rules.preferred_sizes.begin(), options.rules.preferred_sizes.end());
   options.rules.max_queue_delay = Micros(batching.max_queue_delay_microseconds());
+  // Validated at load: a bad value never gets here.
+  options.rules.latency_target = Nanos(static_cast<int64_t>(LatencyTargetMs(config).value_or(0.0) * 1e6));
+  options.rules.instances = InstanceCount(config);
   options.priority_levels = std::max<uint32_t>(1, static_cast<uint32_t>(batching.priority_levels()));
   options.default_priority =
       batching.priority_levels() == 0 ? 1 : static_cast<uint32_t>(batching.default_priority_level());
@@ -330,6 +333,11 @@ void ModelVersion::Start() {
     // Batch efficiency is rate(inferd_inferences_total) / rate(inferd_executions_total) / this.
     registry_->AddGauge("inferd_model_max_batch_size", ModelLabels(name(), version_))
         ->Set(static_cast<double>(config_.max_batch_size()));
+  }
+  if (scheduler_ && scheduler_->options().rules.latency_target.count() > 0) {
+    // What the latency target lets the batcher take now (scheduler/batch_policy.h).
+    registry_->AddScrapedValue("inferd_batch_size_limit", ModelLabels(name(), version_),
+                                [raw] { return static_cast<double>(raw->scheduler_->BatchSizeLimit()); });
   }
   if (ensemble_) RegisterStepMetrics();
   if (drift_) drift_->BindMetrics(registry_, ModelLabels(name(), version_));

@@ -8,7 +8,8 @@ namespace inferd {
 Scheduler::Scheduler(SchedulerOptions options, const Clock* clock)
     : options_(std::move(options)),
       level_count_(std::max<uint32_t>(1, options_.priority_levels)),
-      clock_(clock) {
+      clock_(clock),
+      latency_model_(options_.rules.max_batch_size) {
   MutexLock lock(&mu_);
   levels_.resize(level_count_);
 }
@@ -49,6 +50,7 @@ Status Scheduler::Enqueue(PendingRequest& pending) {
       return Status::Unavailable("queue of model '" + pending.request->model_name +
                                  "' is full (max_queue_size " + std::to_string(bound) + ")");
     }
+    latency_model_.RecordArrival(pending.batch_size, pending.enqueued);
     queue.push_back(std::move(pending));
     ++depth_;
   }
@@ -138,7 +140,7 @@ std::vector<PendingRequest> Scheduler::NextBatch() {
     for (const Queue& queue : levels_) collect(queue);
     collect(delayed_);
     // At shutdown nothing more will arrive, so no delay is worth waiting for.
-    BatchDecision decision = DecideBatch(views, options_.rules, shutdown_ ? TimePoint::max() : now);
+    BatchDecision decision = DecideBatch(views, options_.rules, shutdown_ ? TimePoint::max() : now, &latency_model_);
     if (decision.count > 0) return TakeFront(decision.count);
     std::optional<TimePoint> wake = decision.wake_at;
     if (auto deadline = NextDeadline(); deadline && (!wake || *deadline < *wake)) wake = deadline;
@@ -183,6 +185,19 @@ void Scheduler::CancelQueued(const Status& status) {
 }
 
 void Scheduler::Poke() { cv_.NotifyAll(); }
+
+void Scheduler::RecordExecution(int64_t rows, Nanos took) {
+  if (options_.rules.latency_target.count() == 0) return;
+  MutexLock lock(&mu_);
+  latency_model_.RecordExecution(rows, took);
+}
+
+size_t Scheduler::BatchSizeLimit() const {
+  const auto max_rows = static_cast<size_t>(std::max<int64_t>(1, options_.rules.max_batch_size));
+  if (options_.rules.latency_target.count() == 0 || !options_.rules.dynamic) return max_rows;
+  MutexLock lock(&mu_);
+  return LatencyTargetBatchCap(options_.rules, latency_model_, clock_->Now());
+}
 
 size_t Scheduler::QueueDepth() const {
   MutexLock lock(&mu_);

@@ -83,6 +83,11 @@ class Scheduler {
   // Wakes waiting instances so they re-check the queue (tests with a ManualClock).
   void Poke();
 
+  // An instance ran `rows` rows in `took`: what the latency-target batcher plans with.
+  void RecordExecution(int64_t rows, Nanos took);
+  // The batch size the latency target allows now (max_batch_size without a target).
+  size_t BatchSizeLimit() const;
+
   size_t QueueDepth() const;
   const SchedulerOptions& options() const { return options_; }
 
@@ -105,6 +110,7 @@ class Scheduler {
   Queue delayed_ GUARDED_BY(mu_);  // expired DELAY requests, served last
   size_t depth_ GUARDED_BY(mu_) = 0;
   bool shutdown_ GUARDED_BY(mu_) = false;
+  LatencyModel latency_model_ GUARDED_BY(mu_);
 };
 
 }  // namespace inferd

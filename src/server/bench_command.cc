@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -85,10 +86,74 @@ StatusOr<std::vector<double>> ParseLevels(const std::string& text) {
   return std::vector<double>{static_cast<double>(single)};
 }
 
+struct RatePhase {
+  double rate = 0;
+  double seconds = 0;
+};
+
+StatusOr<std::vector<RatePhase>> ParseRateSchedule(const std::string& text) {
+  std::vector<RatePhase> phases;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    RatePhase phase;
+    char extra = 0;
+    if (std::sscanf(item.c_str(), "%lf:%lf%c", &phase.rate, &phase.seconds, &extra) != 2 || !(phase.rate > 0) ||
+        !(phase.seconds > 0) || phase.rate > 1e6 || phase.seconds > 3600) {
+      return Status::InvalidArgument("--rate-schedule: '" + item + "' is not RATE:SECONDS (both positive)");
+    }
+    phases.push_back(phase);
+    start = comma + 1;
+  }
+  return phases;
+}
+
 class Bench {
  public:
   Bench(const BenchFlags& flags, client::Client* client, InferRequest request)
       : flags_(flags), client_(client), request_(std::move(request)) {}
+
+  // One open-loop trace through the phases; every request sent is waited for (up to a minute
+  // after the last phase), so a phase's slow answers count in it however late they come.
+  std::vector<LevelResult> RunSchedule(const std::vector<RatePhase>& phases) {
+    for (size_t i = 0; i < phases.size(); ++i) phase_recorders_.emplace_back();
+    std::vector<int64_t> sent(phases.size(), 0);
+    std::mt19937_64 rng(42);
+    auto next = BenchClock::now();
+    for (size_t i = 0; i < phases.size(); ++i) {
+      const auto end = next + std::chrono::duration_cast<BenchClock::duration>(std::chrono::duration<double>(phases[i].seconds));
+      std::exponential_distribution<double> gap(phases[i].rate);
+      while (true) {
+        next += std::chrono::duration_cast<BenchClock::duration>(std::chrono::duration<double>(gap(rng)));
+        if (next >= end) break;
+        std::this_thread::sleep_until(next);
+        ++sent[i];
+        inflight_.fetch_add(1);
+        client_->InferAsync(request_, [this, i, at = next](StatusOr<InferResponse> result) {
+          phase_recorders_[i].Add(at, result.ok());
+          inflight_.fetch_sub(1);
+        });
+      }
+      next = end;
+      std::fprintf(stderr, "phase %zu: %g requests/s for %g s: %lld sent\n", i + 1, phases[i].rate, phases[i].seconds,
+                   static_cast<long long>(sent[i]));
+    }
+    const auto limit = BenchClock::now() + std::chrono::seconds(60);
+    while (inflight_.load() > 0 && BenchClock::now() < limit) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<LevelResult> results;
+    for (size_t i = 0; i < phases.size(); ++i) {
+      Window window;
+      std::tie(window.latencies, window.errors) = phase_recorders_[i].Take();
+      window.seconds = phases[i].seconds;
+      // Unanswered after the wait count as errors.
+      window.errors += sent[i] - static_cast<int64_t>(window.latencies.size()) - window.errors;
+      LevelResult result = Summarise(true, phases[i].rate, {window}, 0, std::nullopt, true);
+      result.mode = "phase_rate";
+      results.push_back(result);
+    }
+    return results;
+  }
 
   LevelResult RunLevel(double level, bool open_loop) {
     stop_ = false;
@@ -245,6 +310,7 @@ class Bench {
   client::Client* const client_;
   const InferRequest request_;
   Recorder recorder_;
+  std::deque<Recorder> phase_recorders_;  // --rate-schedule: one per phase; a deque never moves them
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> inflight_{0};
 };
@@ -360,9 +426,14 @@ void AddBenchFlags(CLI::App* command, BenchFlags* flags) {
   command->add_option("-v,--version", flags->version, "Model version (default: the server's choice)");
   auto* concurrency = command->add_option("--concurrency", flags->concurrency,
                                           "Closed loop: N, or a sweep FROM:TO:xFACTOR (e.g. 1:64:x2)")->capture_default_str();
-  command->add_option("--request-rate", flags->request_rate, "Open loop: requests per second, Poisson arrivals")
+  auto* rate = command->add_option("--request-rate", flags->request_rate, "Open loop: requests per second, Poisson arrivals")
       ->check(CLI::PositiveNumber)
       ->excludes(concurrency);
+  command->add_option("--rate-schedule", flags->rate_schedule,
+                      "Open loop through phases: RATE:SECONDS,... (e.g. 5:10,50:5,10:10 for idle, a burst, "
+                      "steady); one row per phase")
+      ->excludes(concurrency)
+      ->excludes(rate);
   command->add_option("--duration", flags->duration_s, "Seconds of one measurement per level (default: windows until stable)")
       ->check(CLI::PositiveNumber);
   command->add_option("--window-ms", flags->window_ms, "Length of one measurement window")->check(CLI::Range(100, 600000))->capture_default_str();
@@ -396,6 +467,13 @@ int RunBench(const BenchFlags& flags) {
     if (!created.ok()) return Fail(created.status());
     region = std::move(*created);
     if (auto shared = (*client)->Infer(*request); !shared.ok()) return Fail(shared.status());
+  }
+  if (!flags.rate_schedule.empty()) {
+    auto phases = ParseRateSchedule(flags.rate_schedule);
+    if (!phases.ok()) return Fail(phases.status());
+    Bench bench(flags, client->get(), std::move(*request));
+    Print(bench.RunSchedule(*phases), flags.format);
+    return 0;
   }
   const bool open_loop = flags.request_rate > 0;
   std::vector<double> levels{flags.request_rate};

@@ -4,6 +4,7 @@
 // slow server cannot hide queueing). Each level warms up, then measures windows until three in a
 // row agree on throughput within 10% (or a window limit), and reports throughput, latency
 // percentiles, errors, and the server's own queue/compute split from the model's statistics.
+// A rate schedule runs one trace of phases instead of levels, and waits for every answer.
 #pragma once
 
 #include <string>
@@ -19,6 +20,9 @@ struct BenchFlags {
   int64_t version = 0;
   std::string concurrency = "1";  // N, or FROM:TO:xFACTOR (1:64:x2 = 1,2,4,...,64)
   double request_rate = 0;        // > 0: open loop at this many requests per second
+  // "RATE:SECONDS,...": one open-loop trace whose rate changes phase by phase (a burst, a ramp);
+  // one result row per phase, each request counted in the phase it was sent in.
+  std::string rate_schedule;
   double duration_s = 0;          // > 0: one measurement of this length per level, no stability search
   int window_ms = 2000;
   int max_windows = 10;

@@ -126,6 +126,27 @@ TEST(ModelConfigTest, RejectsPreferredSizeAboveMax) {
           .ok());
 }
 
+TEST(ModelConfigTest, LatencyTargetIsAPositiveNumberOnADynamicallyBatchedModel) {
+  auto with_target = [](const std::string& model, const std::string& value) {
+    return ParseAndValidate("backend: \"identity\" " + model + " parameters { key: \"latency_target_ms\" value: { string_value: \"" +
+                            value + "\" } }");
+  };
+  auto config = with_target("max_batch_size: 8 dynamic_batching { }", "12.5");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(*LatencyTargetMs(*config), 12.5);
+  EXPECT_EQ(*LatencyTargetMs(*ParseAndValidate("backend: \"identity\"")), 0.0);  // absent: Triton's rules
+  for (const char* bad : {"0", "-3", "fast", ""}) {
+    auto refused = with_target("max_batch_size: 8 dynamic_batching { }", bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("parameters[latency_target_ms]"), std::string::npos);
+  }
+  for (const char* model : {"max_batch_size: 8", "max_batch_size: 0 dynamic_batching { }"}) {
+    auto refused = with_target(model, "50");
+    ASSERT_FALSE(refused.ok()) << model;
+    EXPECT_NE(refused.status().message().find("needs dynamic_batching"), std::string::npos) << refused.status().message();
+  }
+}
+
 TEST(ModelConfigTest, MissingDataTypeAndBackend) {
   EXPECT_FALSE(
       ParseAndValidate("backend: \"identity\" max_batch_size: 1 input [ { name: \"A\" dims: [1] } ]").ok());

@@ -1,0 +1,48 @@
+// What the latency-target batcher knows of a model version's recent past: how long an execution
+// of each batch size takes and how fast rows arrive. Not thread-safe: the Scheduler holds it under
+// its lock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace inferd {
+
+class LatencyModel {
+ public:
+  explicit LatencyModel(int64_t max_batch_size);
+
+  // One execution of `rows` rows took `took` (the instance was busy that long).
+  void RecordExecution(int64_t rows, Nanos took);
+  // `rows` rows were queued at `at`.
+  void RecordArrival(int64_t rows, TimePoint at);
+
+  // A high estimate of an execution of `rows` rows (mean plus two mean deviations, so that most
+  // executions take less); nullopt before the first execution. Sizes not yet seen are
+  // interpolated between their measured neighbours, held at the smallest measured time below
+  // them, and grown in proportion to the rows above the largest: an execution never gets cheaper
+  // per row by assumption, so the batcher only reaches for larger batches once it has seen them.
+  std::optional<Nanos> ExecutionTime(int64_t rows) const;
+
+  // Rows per second lately; it falls off once nothing arrives (the silence counts as one long
+  // gap). 0 before two arrivals were seen.
+  double ArrivalRate(TimePoint now) const;
+
+ private:
+  struct SizeStats {
+    int64_t samples = 0;
+    double mean_ns = 0;
+    double deviation_ns = 0;  // mean absolute deviation
+    double High() const { return mean_ns + 2 * deviation_ns; }
+  };
+
+  std::vector<SizeStats> by_rows_;  // index rows - 1
+  std::optional<TimePoint> last_arrival_;
+  double seconds_per_row_ = 0;  // smoothed gap between arrivals, per row
+  int64_t arrivals_ = 0;
+};
+
+}  // namespace inferd
