@@ -172,6 +172,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto split = TrafficSplitParameter(config); !split.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[traffic_split]") + ": " + split.status().message());
   }
+  if (auto cpus = InstanceCpus(config); !cpus.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[cpus]") + ": " + cpus.status().message());
+  }
   if (auto target = LatencyTargetMs(config); !target.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[latency_target_ms]") + ": " + target.status().message());
   }
@@ -385,6 +388,13 @@ StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_vie
     return Status::InvalidArgument("'" + what + "' needs a non-negative number, got '" + std::string(text) + "'");
   }
   return number;
+}
+
+StatusOr<std::vector<CpuList>> InstanceCpus(const ModelConfig& config) {
+  const std::optional<std::string> text = ConfigParameter(config, "cpus");
+  if (!text) return std::vector<CpuList>();
+  ASSIGN_OR_RETURN(CpuList cpus, ParseCpuList(*text));
+  return SplitAmongInstances(cpus, InstanceCount(config));
 }
 
 StatusOr<double> LatencyTargetMs(const ModelConfig& config) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cpu_placement.h"
 #include "common/option_list.h"  // ParseOptionList, for the parameters read here
 #include "common/status.h"
 #include "common/tensor.h"
@@ -74,6 +75,12 @@ StatusOr<int64_t> SecondsParameter(const ModelConfig& config, const std::string&
 // (scheduler/batch_policy.h). 0 without the parameter. An error when it is not a positive number,
 // or when the model has no dynamic_batching or max_batch_size 0 (checked at load).
 StatusOr<double> LatencyTargetMs(const ModelConfig& config);
+
+// parameters { key: "cpus" value: { string_value: "2-5" } }: each instance's CPUs
+// (common/cpu_placement.h); empty without the parameter (instances run wherever the process may).
+// An error when the list is malformed (checked at load; whether the process may use those CPUs is
+// checked when the model loads, by the model manager).
+StatusOr<std::vector<CpuList>> InstanceCpus(const ModelConfig& config);
 
 // A non-negative decimal number (an option's or parameter's value); the error names `what`.
 StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text);

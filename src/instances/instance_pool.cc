@@ -1,5 +1,6 @@
 #include "instances/instance_pool.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -25,19 +26,29 @@ std::vector<Tensor> SelectOutputs(std::vector<Tensor> outputs, const std::vector
 
 InstancePool::InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
                            std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer,
-                           const Clock* clock)
+                           const Clock* clock, std::vector<CpuList> instance_cpus)
     : model_name_(std::move(model_name)),
       model_version_(model_version),
       batching_(batching),
       scheduler_(scheduler),
       models_(std::move(models)),
       observer_(std::move(observer)),
-      clock_(clock) {}
+      clock_(clock),
+      instance_cpus_(std::move(instance_cpus)) {}
 
 InstancePool::~InstancePool() { Join(); }
 
 void InstancePool::Start() {
-  for (auto& model : models_) threads_.emplace_back([this, m = model.get()] { RunInstance(m); });
+  static const CpuList kAnywhere;
+  if (!instance_cpus_.empty()) {
+    std::string where;
+    for (const CpuList& cpus : instance_cpus_) where += (where.empty() ? "" : ", ") + FormatCpuList(cpus);
+    spdlog::info("model '{}' v{}: instances on CPUs {}", model_name_, model_version_, where);
+  }
+  for (size_t i = 0; i < models_.size(); ++i) {
+    const CpuList& cpus = i < instance_cpus_.size() ? instance_cpus_[i] : kAnywhere;
+    threads_.emplace_back([this, m = models_[i].get(), &cpus] { RunInstance(m, cpus); });
+  }
 }
 
 void InstancePool::Join() {
@@ -47,7 +58,15 @@ void InstancePool::Join() {
   threads_.clear();
 }
 
-void InstancePool::RunInstance(Model* model) {
+void InstancePool::RunInstance(Model* model, const CpuList& cpus) {
+  // "i:" + the model's name, as top -H and /proc/PID/task/TID/comm show it (15 bytes at most).
+  pthread_setname_np(pthread_self(), ("i:" + model_name_).substr(0, 15).c_str());
+  // Before the first execution: the OpenMP team this thread starts then inherits the mask.
+  if (!cpus.empty()) {
+    if (Status pinned = PinCurrentThread(cpus); !pinned.ok()) {
+      spdlog::error("model '{}' v{}: an instance runs unplaced: {}", model_name_, model_version_, pinned.message());
+    }
+  }
   while (true) {
     std::vector<PendingRequest> batch = scheduler_->NextBatch();
     if (batch.empty()) return;

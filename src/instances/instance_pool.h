@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/cpu_placement.h"
 #include "scheduler/scheduler.h"
 
 namespace inferd {
@@ -25,7 +26,8 @@ using ExecutionObserver = std::function<void(const ExecutionReport&)>;
 class InstancePool {
  public:
   InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
-               std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer, const Clock* clock);
+               std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer, const Clock* clock,
+               std::vector<CpuList> instance_cpus = {});
   ~InstancePool();  // joins; the scheduler must have been shut down first
   InstancePool(const InstancePool&) = delete;
   InstancePool& operator=(const InstancePool&) = delete;
@@ -35,7 +37,7 @@ class InstancePool {
   void Join();
 
  private:
-  void RunInstance(Model* model);
+  void RunInstance(Model* model, const CpuList& cpus);
   void RunBatch(Model* model, std::vector<PendingRequest>& batch);
 
   const std::string model_name_;
@@ -45,6 +47,7 @@ class InstancePool {
   std::vector<std::unique_ptr<Model>> models_;
   ExecutionObserver observer_;
   const Clock* clock_;
+  std::vector<CpuList> instance_cpus_;  // per instance; empty: not placed
   std::vector<std::thread> threads_;
 };
 

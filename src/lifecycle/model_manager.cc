@@ -189,9 +189,34 @@ Status ModelManager::LoadOverridden(const std::string& name, const std::vector<f
 }
 
 int ModelManager::IntraOpThreads(const ModelConfig& config) const {
+  // An instance placed on CPUs (parameters[cpus]) runs a team of as many threads as it has CPUs.
+  if (auto cpus = InstanceCpus(config); cpus.ok() && !cpus->empty()) return static_cast<int>(cpus->front().size());
   // Instances x intra-op threads must not exceed the cores given to the process.
   return std::max(1, options_.threads / InstanceCount(config));
 }
+
+namespace {
+
+// parameters[cpus] names only CPUs the process may run on (its affinity mask at start: taskset,
+// a cpuset cgroup, Kubernetes' static CPU manager).
+Status CheckPlacement(const ModelConfig& config) {
+  ASSIGN_OR_RETURN(std::vector<CpuList> placement, InstanceCpus(config));
+  if (placement.empty()) return Status::Ok();
+  static const CpuList allowed = CurrentThreadCpus();
+  CpuList missing;
+  for (const CpuList& cpus : placement) {
+    for (int cpu : cpus) {
+      if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) missing.push_back(cpu);
+    }
+  }
+  if (missing.empty()) return Status::Ok();
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  return Status::InvalidArgument("model '" + config.name() + "': parameters[cpus] names CPUs " + FormatCpuList(missing) +
+                                 ", which this process may not run on (it may run on " + FormatCpuList(allowed) + ")");
+}
+
+}  // namespace
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const ModelConfig& config, Backend* backend,
                                                                   const fs::path& model_dir,
@@ -203,6 +228,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::PrepareVersion(const Model
     return Status::NotFound("model '" + config.name() + "' version " + std::to_string(version) +
                             ": model file " + (version_dir / file).string() + " is missing");
   }
+  RETURN_IF_ERROR(CheckPlacement(config));
   for (const auto& group : config.instance_group()) {
     if (group.kind() == inference::ModelInstanceGroup::KIND_GPU) {
       spdlog::warn("model '{}': KIND_GPU requested; inferd executes on CPU", config.name());

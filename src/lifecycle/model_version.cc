@@ -323,7 +323,8 @@ void ModelVersion::Start() {
   if (!composite()) {
     instances_ = std::make_unique<InstancePool>(
         name(), version_, config_.max_batch_size() > 0, scheduler_.get(), std::move(prepared_),
-        [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_);
+        [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_,
+        InstanceCpus(config_).value_or({}));
     prepared_.clear();
     instances_->Start();
   }

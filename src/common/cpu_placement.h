@@ -1,0 +1,31 @@
+// Which CPUs a model's instances run on: parameters { key: "cpus" value: { string_value: "2-5" } }
+// in the model's config. The instances divide the listed CPUs in order, each taking an equal run
+// of them (6 CPUs, 2 instances: 3 each); with more instances than CPUs, they take one CPU each in
+// turn. An instance thread pins itself to its run (the OpenMP team it starts inherits the mask)
+// and its backend runs a team of that many threads, so a light model listed on cores the heavy
+// one is not never waits for the heavy one's threads.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace inferd {
+
+using CpuList = std::vector<int>;  // ascending, distinct
+
+// Linux's list format, as taskset and cpuset.cpus write it: "0-3,8,10-11".
+StatusOr<CpuList> ParseCpuList(std::string_view text);
+std::string FormatCpuList(const CpuList& cpus);
+
+// Each instance's CPUs; `cpus` must not be empty and `instances` >= 1.
+std::vector<CpuList> SplitAmongInstances(const CpuList& cpus, int instances);
+
+// The calling thread's affinity mask.
+CpuList CurrentThreadCpus();
+// Restricts the calling thread to `cpus` (threads it starts afterwards inherit it).
+Status PinCurrentThread(const CpuList& cpus);
+
+}  // namespace inferd
