@@ -319,7 +319,7 @@ StatusOr<InferRequest> BuildRequest(const BenchFlags& flags, client::Client* cli
   ASSIGN_OR_RETURN(client::ModelMetadata metadata, client->GetModelMetadata(flags.model, flags.version));
   ASSIGN_OR_RETURN(auto shapes, client::ParseShapeFlags(flags.shapes));
   const bool batching = client::HasBatchDim(metadata);
-  InferRequest request{.model_name = flags.model, .model_version = flags.version};
+  InferRequest request{.model_name = flags.model, .model_version = flags.version, .priority = flags.priority};
   std::mt19937 rng(7);
   for (const client::TensorMetadata& input : metadata.inputs) {
     if (flags.input_data != "random" && flags.input_data != "zero") {
@@ -440,6 +440,7 @@ void AddBenchFlags(CLI::App* command, BenchFlags* flags) {
   command->add_option("--max-windows", flags->max_windows, "Windows per level before giving up on stability")->check(CLI::Range(3, 1000))->capture_default_str();
   command->add_option("--warmup-ms", flags->warmup_ms, "Load before measuring, per level")->check(CLI::Range(0, 600000))->capture_default_str();
   command->add_option("-b,--batch-size", flags->batch_size, "Batch size of each request (batching models)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  command->add_option("--priority", flags->priority, "Priority level of the requests (1 is highest; 0: the model's default)");
   command->add_option("--shape", flags->shapes, "NAME:d1,d2,... for inputs with variable dims (without the batch dim)");
   command->add_option("--input-data", flags->input_data, "random, zero, FILE.npy (single input) or a folder of NAME.npy")->capture_default_str();
   command->add_option("--format", flags->format, "table, csv or json")->check(CLI::IsMember({"table", "csv", "json"}))->capture_default_str();

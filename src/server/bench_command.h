@@ -28,6 +28,7 @@ struct BenchFlags {
   int max_windows = 10;
   int warmup_ms = 1000;
   int64_t batch_size = 1;
+  uint32_t priority = 0;  // the requests' priority level (0: the model's default)
   std::vector<std::string> shapes;
   std::string input_data = "random";  // random | zero | FILE.npy (single-input models) or DIR/NAME.npy
   std::string format = "table";       // table | csv | json

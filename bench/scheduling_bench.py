@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Scheduling benchmarks of issue 21, each on real models (models/make_real_models.py, built once
+into .cache/models) and a real `inferd serve`, driven by `inferd bench`:
+
+  /usr/bin/python3 bench/scheduling_bench.py adaptive  [--models mlp,resnet50] [--phase-secs 6]
+      A bursty open-loop trace (idle, a 10x burst, steady: `inferd bench --rate-schedule`) against
+      static batching configs and parameters[latency_target_ms]. Per phase: throughput and p99.
+  /usr/bin/python3 bench/scheduling_bench.py isolation [--secs 8]
+      A light model's p99 (mlp, open loop) alone and while a heavy one (resnet50) is saturated,
+      without placement and with parameters[cpus] keeping them on different CPUs.
+
+Latencies are the client's, from the intended send time (no coordinated omission). The client
+runs on the same machine as the server: on 2 cores it takes CPU from it, so compare rows within
+a run, not with other machines. Prints markdown tables and the CPU flags.
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine_bench import MODELS_DIR, ensure_models
+from first_traffic_bench import cpu_flags
+from http_bench import INFERD, Inferd
+
+# Per model: the steady rate (requests/s), the latency target (ms), and the shape flags.
+TRACE = {"mlp": {"steady": 300, "target_ms": 10}, "resnet50": {"steady": 4, "target_ms": 400}}
+
+
+def repository(root, models, max_batch=32):
+    """models: {name: (source model, config body)}; the ONNX file is linked, not copied."""
+    for name, (source, body) in models.items():
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "1" / "model.onnx").symlink_to(MODELS_DIR / source / "model.onnx")
+        (root / name / "config.pbtxt").write_text(f'platform: "onnxruntime_onnx"\nmax_batch_size: {max_batch}\n{body}\n')
+    return root
+
+
+def bench(server, model, *args, timeout=600):
+    result = subprocess.run([INFERD, "bench", "-u", server.url.split("//")[1], "-m", model, "--format", "json", *args],
+                            capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"inferd bench {args}: {result.stderr}")
+    return json.loads(result.stdout)
+
+
+def configs(target_ms):
+    """label -> (max_batch_size, config body): the static choices a user might make, and the target."""
+    delay_us = int(target_ms * 1000 / 4)
+    return {
+        "one at a time (no dynamic_batching)": (32, ""),
+        "dynamic, max 32, no delay": (32, "dynamic_batching { }"),
+        "dynamic, max 8, no delay": (8, "dynamic_batching { }"),
+        f"dynamic, max 32, preferred 16, delay {delay_us} us": (
+            32, f"dynamic_batching {{ preferred_batch_size: [ 16 ] max_queue_delay_microseconds: {delay_us} }}"),
+        f"dynamic, max 32, latency_target_ms {target_ms}": (
+            32, f'dynamic_batching {{ }}\nparameters {{ key: "latency_target_ms" value: {{ string_value: "{target_ms}" }} }}'),
+    }
+
+
+def run_adaptive(args):
+    print(f"CPU flags: {cpu_flags()}\n")
+    for model in args.models.split(","):
+        ensure_models([model])
+        steady, target = TRACE[model]["steady"], TRACE[model]["target_ms"]
+        phases = [(steady / 4, args.phase_secs), (steady * 10, args.phase_secs), (steady, args.phase_secs)]
+        schedule = ",".join(f"{rate:g}:{secs:g}" for rate, secs in phases)
+        print(f"### {model}: trace {schedule} (requests/s : seconds), latency target {target} ms\n")
+        print("| config | idle infer/s | idle p99 ms | burst infer/s | burst p99 ms | steady infer/s | steady p99 ms | errors | p99 within target |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for label, (max_batch, body) in configs(target).items():
+            with tempfile.TemporaryDirectory() as tmp:
+                repo = repository(Path(tmp), {model: (model, body)}, max_batch)
+                server = Inferd(repo)
+                try:
+                    bench(server, model, "--rate-schedule", f"{steady:g}:3")  # warm: kernels, the batcher's timings
+                    rows = bench(server, model, "--rate-schedule", schedule)
+                finally:
+                    server.stop()
+            cells = []
+            for row in rows:
+                cells += [f"{row['throughput']:.1f}", f"{row['p99_ms']:.1f}"]
+            errors = sum(row["errors"] for row in rows)
+            within = all(row["p99_ms"] <= target for row in rows) and errors == 0
+            print(f"| {label} | " + " | ".join(cells) + f" | {errors} | {'yes' if within else 'no'} |", flush=True)
+        print()
+
+
+def light_p99(server, rate, secs):
+    return bench(server, "light", "--rate-schedule", f"{rate}:{secs}")[0]
+
+
+def run_isolation(args):
+    print(f"CPU flags: {cpu_flags()}\n")
+    ensure_models(["mlp", "resnet50"])
+    import os
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        sys.exit("needs 2 CPUs")
+    light_cpus, heavy_cpus = str(cpus[0]), ",".join(str(c) for c in cpus[1:])
+    setups = {
+        "shared (no placement)": ("", ""),
+        f"placed: light on CPU {light_cpus}, heavy on {heavy_cpus}": (
+            f'parameters {{ key: "cpus" value: {{ string_value: "{light_cpus}" }} }}',
+            f'parameters {{ key: "cpus" value: {{ string_value: "{heavy_cpus}" }} }}'),
+    }
+    print(f"light: mlp at {args.light_rate} requests/s (open loop); heavy: resnet50, closed loop, "
+          f"{args.heavy_concurrency} clients, batch 1\n")
+    print("| setup | light p99 alone ms | light p99 with heavy ms | ratio | heavy infer/s |")
+    print("|---|---:|---:|---:|---:|")
+    for label, (light_body, heavy_body) in setups.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = repository(Path(tmp), {"light": ("mlp", "dynamic_batching { }\n" + light_body),
+                                          "heavy": ("resnet50", "dynamic_batching { }\n" + heavy_body)})
+            server = Inferd(repo)
+            try:
+                bench(server, "light", "--rate-schedule", f"{args.light_rate}:2")  # warm
+                alone = light_p99(server, args.light_rate, args.secs)
+                heavy = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "heavy", "--format",
+                                          "json", "--concurrency", str(args.heavy_concurrency), "--duration",
+                                          str(args.secs + 4), "--warmup-ms", "2000"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                time.sleep(2)
+                loaded = light_p99(server, args.light_rate, args.secs)
+                heavy_row = json.loads(heavy.communicate(timeout=120)[0])[0]
+            finally:
+                server.stop()
+        print(f"| {label} | {alone['p99_ms']:.2f} | {loaded['p99_ms']:.2f} | {loaded['p99_ms'] / alone['p99_ms']:.2f} | "
+              f"{heavy_row['throughput']:.1f} |", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    adaptive = sub.add_parser("adaptive")
+    adaptive.add_argument("--models", default="mlp,resnet50")
+    adaptive.add_argument("--phase-secs", type=float, default=6)
+    isolation = sub.add_parser("isolation")
+    isolation.add_argument("--secs", type=float, default=8)
+    isolation.add_argument("--light-rate", type=float, default=200)
+    isolation.add_argument("--heavy-concurrency", type=int, default=4)
+    args = parser.parse_args()
+    {"adaptive": run_adaptive, "isolation": run_isolation}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()
