@@ -6,13 +6,15 @@
 namespace inferd {
 namespace {
 
-// Weight of the newest sample: about the last ten executions (or arrivals) count, so a burst
-// shows within a few requests and one outlier does not swing the choice.
+// Weight of the newest execution time: about the last ten executions count, so a change shows
+// within a few batches and one outlier does not swing the choice.
 constexpr double kSmoothing = 0.125;
 
 }  // namespace
 
-LatencyModel::LatencyModel(int64_t max_batch_size) : by_rows_(static_cast<size_t>(std::max<int64_t>(1, max_batch_size))) {}
+LatencyModel::LatencyModel(int64_t max_batch_size, Nanos rate_window)
+    : by_rows_(static_cast<size_t>(std::max<int64_t>(1, max_batch_size))),
+      window_seconds_(std::max(1e-6, std::chrono::duration<double>(rate_window).count())) {}
 
 void LatencyModel::RecordExecution(int64_t rows, Nanos took) {
   if (rows < 1) return;
@@ -29,14 +31,15 @@ void LatencyModel::RecordExecution(int64_t rows, Nanos took) {
   ++stats.samples;
 }
 
+double LatencyModel::FadedCount(TimePoint now) const {
+  if (!last_arrival_) return 0;
+  const double age = std::max(0.0, std::chrono::duration<double>(now - *last_arrival_).count());
+  return recent_rows_ * std::exp(-age / window_seconds_);
+}
+
 void LatencyModel::RecordArrival(int64_t rows, TimePoint at) {
-  rows = std::max<int64_t>(1, rows);
-  if (last_arrival_) {
-    const double gap = std::max(0.0, std::chrono::duration<double>(at - *last_arrival_).count()) / static_cast<double>(rows);
-    seconds_per_row_ = arrivals_ == 1 ? gap : seconds_per_row_ + kSmoothing * (gap - seconds_per_row_);
-  }
+  recent_rows_ = FadedCount(at) + static_cast<double>(std::max<int64_t>(1, rows));
   last_arrival_ = at;
-  ++arrivals_;
 }
 
 std::optional<Nanos> LatencyModel::ExecutionTime(int64_t rows) const {
@@ -67,11 +70,6 @@ std::optional<Nanos> LatencyModel::ExecutionTime(int64_t rows) const {
   return Nanos(static_cast<int64_t>(low + fraction * (high - low)));
 }
 
-double LatencyModel::ArrivalRate(TimePoint now) const {
-  if (arrivals_ < 2) return 0;
-  const double silence = std::max(0.0, std::chrono::duration<double>(now - *last_arrival_).count());
-  const double seconds_per_row = std::max(seconds_per_row_, silence);
-  return seconds_per_row <= 0 ? 1e9 : 1.0 / seconds_per_row;
-}
+double LatencyModel::ArrivalRate(TimePoint now) const { return FadedCount(now) / window_seconds_; }
 
 }  // namespace inferd

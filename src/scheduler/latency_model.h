@@ -13,7 +13,8 @@ namespace inferd {
 
 class LatencyModel {
  public:
-  explicit LatencyModel(int64_t max_batch_size);
+  // `rate_window`: the time constant of the arrival rate (recent arrivals count, older ones fade).
+  explicit LatencyModel(int64_t max_batch_size, Nanos rate_window = std::chrono::seconds(1));
 
   // One execution of `rows` rows took `took` (the instance was busy that long).
   void RecordExecution(int64_t rows, Nanos took);
@@ -27,8 +28,9 @@ class LatencyModel {
   // per row by assumption, so the batcher only reaches for larger batches once it has seen them.
   std::optional<Nanos> ExecutionTime(int64_t rows) const;
 
-  // Rows per second lately; it falls off once nothing arrives (the silence counts as one long
-  // gap). 0 before two arrivals were seen.
+  // Rows per second lately: an exponentially fading count of arrived rows over the rate window,
+  // so simultaneous arrivals (a closed loop's clients all answered at once) count as what they
+  // are, not as an infinite rate, and the rate falls off once nothing arrives. 0 at first.
   double ArrivalRate(TimePoint now) const;
 
  private:
@@ -39,10 +41,12 @@ class LatencyModel {
     double High() const { return mean_ns + 2 * deviation_ns; }
   };
 
+  double FadedCount(TimePoint now) const;
+
   std::vector<SizeStats> by_rows_;  // index rows - 1
+  double window_seconds_;
   std::optional<TimePoint> last_arrival_;
-  double seconds_per_row_ = 0;  // smoothed gap between arrivals, per row
-  int64_t arrivals_ = 0;
+  double recent_rows_ = 0;  // rows arrived, each weighted by exp(-age / window), as of last_arrival_
 };
 
 }  // namespace inferd

@@ -5,11 +5,21 @@
 
 namespace inferd {
 
+namespace {
+
+// The arrival rate the latency-target batcher plans with fades over twice the target: long enough
+// to see a rate through a few batches, short enough to follow a burst as it starts and ends.
+Nanos RateWindow(const BatchingRules& rules) {
+  return std::clamp<Nanos>(rules.latency_target * 2, std::chrono::milliseconds(20), std::chrono::seconds(2));
+}
+
+}  // namespace
+
 Scheduler::Scheduler(SchedulerOptions options, const Clock* clock)
     : options_(std::move(options)),
       level_count_(std::max<uint32_t>(1, options_.priority_levels)),
       clock_(clock),
-      latency_model_(options_.rules.max_batch_size) {
+      latency_model_(options_.rules.max_batch_size, RateWindow(options_.rules)) {
   MutexLock lock(&mu_);
   levels_.resize(level_count_);
 }

@@ -55,15 +55,7 @@ struct Window {
   std::optional<client::ModelStatistics> stats_after;  // the server's counters when it ended
 };
 
-struct LevelResult {
-  std::string mode;  // "concurrency" or "rate"
-  double level = 0;
-  double throughput = 0;  // inferences per second (requests x batch size)
-  double p50_ms = 0, p90_ms = 0, p95_ms = 0, p99_ms = 0, avg_ms = 0;
-  int64_t requests = 0, errors = 0;
-  double server_queue_us = -1, server_compute_us = -1;  // per request; -1 when not available
-  bool stable = false;
-};
+using LevelResult = BenchResult;
 
 double Percentile(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
@@ -267,6 +259,7 @@ class Bench {
   }
 
   void Progress(bool open_loop, double level, const std::vector<Window>& windows) const {
+    if (!flags_.progress) return;
     const Window& last = windows.back();
     std::vector<double> sorted = last.latencies;
     std::sort(sorted.begin(), sorted.end());
@@ -451,6 +444,20 @@ void AddBenchFlags(CLI::App* command, BenchFlags* flags) {
                       "(same host; the server needs --allow-client-shm)")
       ->check(CLI::IsMember({"none", "system"}))
       ->capture_default_str();
+}
+
+StatusOr<std::vector<BenchResult>> MeasureConcurrencies(const BenchFlags& flags, client::Client* client,
+                                                        const std::vector<double>& levels,
+                                                        const std::function<bool(const BenchResult&)>& keep_going) {
+  ASSIGN_OR_RETURN(InferRequest request, BuildRequest(flags, client));
+  if (auto probe = client->Infer(request); !probe.ok()) return probe.status();
+  Bench bench(flags, client, std::move(request));
+  std::vector<BenchResult> results;
+  for (double level : levels) {
+    results.push_back(bench.RunLevel(level, /*open_loop=*/false));
+    if (!keep_going(results.back())) break;
+  }
+  return results;
 }
 
 int RunBench(const BenchFlags& flags) {

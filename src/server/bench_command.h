@@ -7,6 +7,7 @@
 // A rate schedule runs one trace of phases instead of levels, and waits for every answer.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,27 @@ struct BenchFlags {
   // "system": inputs and outputs travel through one shared-memory region registered with the
   // server (perf_analyzer's --shared-memory system) instead of the messages.
   std::string shared_memory = "none";
+  bool progress = true;  // a line per measurement window on stderr
+};
+
+struct BenchResult {
+  std::string mode;  // "concurrency", "rate" or "phase_rate"
+  double level = 0;
+  double throughput = 0;  // inferences per second (requests x batch size)
+  double p50_ms = 0, p90_ms = 0, p95_ms = 0, p99_ms = 0, avg_ms = 0;
+  int64_t requests = 0, errors = 0;
+  double server_queue_us = -1, server_compute_us = -1;  // per request; -1 when not available
+  bool stable = false;
 };
 
 void AddBenchFlags(CLI::App* command, BenchFlags* flags);
 int RunBench(const BenchFlags& flags);
+
+// Closed-loop levels (flags.concurrency is ignored) against `client`, measured as `inferd bench`
+// does, for other commands (`inferd tune`). `keep_going(result)` after each level: false stops
+// the sweep.
+StatusOr<std::vector<BenchResult>> MeasureConcurrencies(const BenchFlags& flags, client::Client* client,
+                                                        const std::vector<double>& levels,
+                                                        const std::function<bool(const BenchResult&)>& keep_going);
 
 }  // namespace inferd

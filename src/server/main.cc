@@ -10,6 +10,7 @@
 #include "server/client_commands.h"
 #include "server/lifecycle_commands.h"
 #include "server/quantize_command.h"
+#include "server/tune_command.h"
 #include "server/run_command.h"
 #include "server/serve_command.h"
 
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Load-test a model on a server: throughput, latency percentiles, "
                                                 "server queue/compute split");
   inferd::AddBenchFlags(bench, &bench_flags);
+  inferd::TuneFlags tune_flags;
+  CLI::App* tune = app.add_subcommand("tune", "Find the config (instances, max batch size, queue delay) that serves a "
+                                              "model fastest within a p99 latency target");
+  inferd::AddTuneFlags(tune, &tune_flags);
   CLI11_PARSE(app, argc, argv);
   if (serve->parsed()) return inferd::RunServe(serve_flags);
   if (run->parsed()) return inferd::RunRun(run_flags);
@@ -52,6 +57,7 @@ int main(int argc, char** argv) {
   if (models->parsed()) return inferd::RunModels(models_flags);
   if (health->parsed()) return inferd::RunHealth(health_flags);
   if (bench->parsed()) return inferd::RunBench(bench_flags);
+  if (tune->parsed()) return inferd::RunTune(tune_flags);
   if (traffic->parsed()) return inferd::RunTraffic(traffic_flags);
   if (rollout->parsed()) return inferd::RunRollout(rollout_flags);
   return 0;

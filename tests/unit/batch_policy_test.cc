@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace inferd {
 namespace {
 
@@ -91,16 +93,18 @@ BatchingRules TargetRules(int64_t max, int64_t target_ms, int instances = 1) {
 
 // Executions of every size from 1 to `max` measured at fixed + per_row * rows, with no spread.
 LatencyModel MeasuredModel(int64_t max, Nanos fixed, Nanos per_row) {
-  LatencyModel model(max);
+  LatencyModel model(max, std::chrono::seconds(1));
   for (int repeat = 0; repeat < 150; ++repeat) {  // until the assumed first spread has decayed
     for (int64_t rows = 1; rows <= max; ++rows) model.RecordExecution(rows, fixed + per_row * rows);
   }
   return model;
 }
 
-// Arrivals of one row every `gap`, ending at `last`.
-void Arrivals(LatencyModel* model, Nanos gap, TimePoint last, int count = 40) {
-  for (int i = count - 1; i >= 0; --i) model->RecordArrival(1, last - gap * i);
+// Arrivals of one row every `gap` for 10 s (ten rate windows: the faded count is steady), ending
+// at `last`. Just after an arrival the rate reads 1/gap + 0.5/window: 0.5 rows/s high.
+void Arrivals(LatencyModel* model, Nanos gap, TimePoint last) {
+  const int64_t count = std::chrono::seconds(10) / gap;
+  for (int64_t i = count - 1; i >= 0; --i) model->RecordArrival(1, last - gap * i);
 }
 
 TEST(LatencyModelTest, EstimatesUnseenSizesConservatively) {
@@ -127,12 +131,18 @@ TEST(LatencyModelTest, SpreadRaisesTheEstimate) {
   EXPECT_LT(ms, 15);
 }
 
-TEST(LatencyModelTest, ArrivalRateFollowsGapsAndFallsInSilence) {
-  LatencyModel model(8);
+TEST(LatencyModelTest, ArrivalRateFollowsArrivalsAndFallsInSilence) {
+  LatencyModel model(8, std::chrono::milliseconds(100));
   EXPECT_EQ(model.ArrivalRate(kStart), 0);
   Arrivals(&model, std::chrono::milliseconds(10), kStart);
-  EXPECT_NEAR(model.ArrivalRate(kStart), 100, 1);
-  EXPECT_NEAR(model.ArrivalRate(kStart + std::chrono::milliseconds(500)), 2, 0.01);  // half a second of silence
+  EXPECT_NEAR(model.ArrivalRate(kStart), 105, 1);  // 100/s, plus half a row per window just after one
+  EXPECT_NEAR(model.ArrivalRate(kStart + std::chrono::milliseconds(300)), 105 * std::exp(-3.0), 0.1);
+  // Eight rows at once every 80 ms is the same 100 rows/s, not an infinite rate.
+  LatencyModel bursts(8, std::chrono::milliseconds(100));
+  for (int i = 100; i >= 0; --i) {
+    for (int row = 0; row < 8; ++row) bursts.RecordArrival(1, kStart - std::chrono::milliseconds(80) * i);
+  }
+  EXPECT_NEAR(bursts.ArrivalRate(kStart + std::chrono::milliseconds(40)), 100, 5);
 }
 
 TEST(LatencyTargetBatchTest, CapKeepsAnExecutionWithinHalfTheBudget) {
@@ -148,14 +158,15 @@ TEST(LatencyTargetBatchTest, OverloadGrowsTheBatchToTheSmallestThatKeepsUp) {
   // 10 ms + 1 ms per row; target 60 ms: half the budget is 27 ms, so 17 rows (27 ms, 630 rows/s).
   LatencyModel model = MeasuredModel(64, std::chrono::milliseconds(10), std::chrono::milliseconds(1));
   Arrivals(&model, std::chrono::microseconds(1250), kStart);  // 800 rows/s: more than 17 rows clear
-  // 40 rows in 50 ms clear 800/s.
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 60), model, kStart), 40u);
+  // 40 rows in 50 ms clear 800/s; the rate reads a little above 800 just after an arrival.
+  EXPECT_GE(LatencyTargetBatchCap(TargetRules(64, 60), model, kStart), 40u);
+  EXPECT_LE(LatencyTargetBatchCap(TargetRules(64, 60), model, kStart), 42u);
   // Beyond what any size clears (1 ms per row is at most 1000 rows/s): the largest.
   LatencyModel flooded = MeasuredModel(64, std::chrono::milliseconds(10), std::chrono::milliseconds(1));
   Arrivals(&flooded, std::chrono::microseconds(500), kStart);
   EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 60), flooded, kStart), 64u);
   // When the burst has passed, the silence brings the cap back.
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 60), flooded, kStart + std::chrono::seconds(1)), 17u);
+  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 60), flooded, kStart + std::chrono::seconds(5)), 17u);
 }
 
 TEST(LatencyTargetBatchTest, BacklogRunsAtTheCapNotAtMaxBatchSize) {
