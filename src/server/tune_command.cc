@@ -18,7 +18,9 @@
 #include <thread>
 
 #include "client/client.h"
+#include "backends/backend.h"
 #include "config/model_config.h"
+#include "lifecycle/model_repository.h"
 #include "server/client_commands.h"
 #include "server/progress_bar.h"
 
@@ -114,6 +116,23 @@ class ChildServer {
   std::string address_;
   fs::path log_;
 };
+
+// The model's config as the server would serve it: config.pbtxt, or for an ONNX model without one,
+// what the backend completes from the newest version's file (Triton's auto-complete).
+StatusOr<ModelConfig> EffectiveConfig(const fs::path& model_dir, const std::string& model) {
+  if (!fs::is_directory(model_dir)) return Status::NotFound("no model folder " + model_dir.string());
+  ModelSource source = ReadModelSource(model, {model_dir});
+  if (!source.status.ok()) return source.status;
+  if (!source.config) return Status::InvalidArgument("model '" + model + "': no config");
+  if (source.versions.empty()) return Status::NotFound("model '" + model + "': no version folder in " + model_dir.string());
+  ModelConfig config = *source.config;
+  if (IsComposite(config)) return config;
+  BackendRegistry backends = BackendRegistry::WithBuiltins();
+  ASSIGN_OR_RETURN(Backend * backend, backends.Select(config));
+  RETURN_IF_ERROR(backend->CompleteConfig(model_dir / std::to_string(source.versions.back()), &config));
+  RETURN_IF_ERROR(ValidateModelConfig(config, "model '" + model + "' (completed config)"));
+  return config;
+}
 
 std::vector<Candidate> Candidates(const ModelConfig& base, const TuneFlags& flags) {
   std::vector<Candidate> candidates{{.label = "as configured", .as_configured = true}};
@@ -255,7 +274,7 @@ void AddTuneFlags(CLI::App* command, TuneFlags* flags) {
 
 int RunTune(const TuneFlags& flags) {
   const fs::path original = fs::path(flags.repository) / flags.model;
-  auto base = LoadModelConfig(original);
+  auto base = EffectiveConfig(original, flags.model);
   if (!base.ok()) return Fail(base.status());
   if (IsComposite(*base)) return Fail(Status::InvalidArgument("an ensemble or router runs no instance of its own to tune"));
   const std::vector<Candidate> candidates = Candidates(*base, flags);
