@@ -5,9 +5,11 @@ into .cache/models) and a real `inferd serve`, driven by `inferd bench`:
   /usr/bin/python3 bench/scheduling_bench.py adaptive  [--models mlp,resnet50] [--phase-secs 6]
       A bursty open-loop trace (idle, a 10x burst, steady: `inferd bench --rate-schedule`) against
       static batching configs and parameters[latency_target_ms]. Per phase: throughput and p99.
-  /usr/bin/python3 bench/scheduling_bench.py isolation [--secs 8]
-      A light model's p99 (mlp, open loop) alone and while a heavy one (resnet50) is saturated,
-      without placement and with parameters[cpus] keeping them on different CPUs.
+  /usr/bin/python3 bench/scheduling_bench.py isolation [--secs 8] [--heavy-load saturate|overload]
+      A light model's p99 (mlp, open loop) alone and while a heavy one (resnet50) is saturated
+      (closed loop) or overloaded 2x (open loop at twice its capacity alone, queue bound 16): with
+      nothing, with parameters[cpus] keeping them on different CPUs, with the heavy one at
+      parameters[nice] 19, and with both.
 
 Latencies are the client's, from the intended send time (no coordinated omission). The client
 runs on the same machine as the server: on 2 cores it takes CPU from it, so compare rows within
@@ -92,6 +94,16 @@ def light_p99(server, rate, secs):
     return bench(server, "light", "--rate-schedule", f"{rate}:{secs}")[0]
 
 
+def heavy_capacity(args):
+    """resnet50's inferences/s alone on this machine, closed loop."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Inferd(repository(Path(tmp), {"heavy": ("resnet50", "dynamic_batching { }")}))
+        try:
+            return bench(server, "heavy", "--concurrency", str(args.heavy_concurrency), "--duration", "6")[0]["throughput"]
+        finally:
+            server.stop()
+
+
 def run_isolation(args):
     print(f"CPU flags: {cpu_flags()}\n")
     ensure_models(["mlp", "resnet50"])
@@ -100,27 +112,36 @@ def run_isolation(args):
     if len(cpus) < 2:
         sys.exit("needs 2 CPUs")
     light_cpus, heavy_cpus = str(cpus[0]), ",".join(str(c) for c in cpus[1:])
+    placed = (f'parameters {{ key: "cpus" value: {{ string_value: "{light_cpus}" }} }}',
+              f'parameters {{ key: "cpus" value: {{ string_value: "{heavy_cpus}" }} }}')
+    niced = 'parameters { key: "nice" value: { string_value: "19" } }'
     setups = {
         "shared (no placement)": ("", ""),
-        f"placed: light on CPU {light_cpus}, heavy on {heavy_cpus}": (
-            f'parameters {{ key: "cpus" value: {{ string_value: "{light_cpus}" }} }}',
-            f'parameters {{ key: "cpus" value: {{ string_value: "{heavy_cpus}" }} }}'),
+        f"placed: light on CPU {light_cpus}, heavy on {heavy_cpus}": placed,
+        "heavy at nice 19": ("", niced),
+        "placed, heavy at nice 19": (placed[0], placed[1] + "\n" + niced),
     }
-    print(f"light: mlp at {args.light_rate} requests/s (open loop); heavy: resnet50, closed loop, "
-          f"{args.heavy_concurrency} clients, batch 1\n")
+    if args.heavy_load == "overload":
+        capacity = heavy_capacity(args)
+        heavy_args = ["--request-rate", f"{2 * capacity:.1f}", "--duration", str(args.secs + 4), "--warmup-ms", "2000"]
+        load = f"open loop at {2 * capacity:.1f} requests/s, 2x its capacity alone ({capacity:.1f}/s); queue bound 16"
+    else:
+        heavy_args = ["--concurrency", str(args.heavy_concurrency), "--duration", str(args.secs + 4), "--warmup-ms", "2000"]
+        load = f"closed loop, {args.heavy_concurrency} clients"
+    print(f"light: mlp at {args.light_rate} requests/s (open loop); heavy: resnet50, batch 1 requests, {load}\n")
     print("| setup | light p99 alone ms | light p99 with heavy ms | ratio | heavy infer/s |")
     print("|---|---:|---:|---:|---:|")
     for label, (light_body, heavy_body) in setups.items():
         with tempfile.TemporaryDirectory() as tmp:
+            heavy_config = "dynamic_batching { default_queue_policy { max_queue_size: 16 } }\n" + heavy_body
             repo = repository(Path(tmp), {"light": ("mlp", "dynamic_batching { }\n" + light_body),
-                                          "heavy": ("resnet50", "dynamic_batching { }\n" + heavy_body)})
+                                          "heavy": ("resnet50", heavy_config)})
             server = Inferd(repo)
             try:
                 bench(server, "light", "--rate-schedule", f"{args.light_rate}:2")  # warm
                 alone = light_p99(server, args.light_rate, args.secs)
                 heavy = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "heavy", "--format",
-                                          "json", "--concurrency", str(args.heavy_concurrency), "--duration",
-                                          str(args.secs + 4), "--warmup-ms", "2000"],
+                                          "json", *heavy_args],
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                 time.sleep(2)
                 loaded = light_p99(server, args.light_rate, args.secs)
@@ -141,6 +162,8 @@ def main():
     isolation.add_argument("--secs", type=float, default=8)
     isolation.add_argument("--light-rate", type=float, default=200)
     isolation.add_argument("--heavy-concurrency", type=int, default=4)
+    isolation.add_argument("--heavy-load", choices=["saturate", "overload"], default="saturate",
+                           help="saturate: closed loop; overload: open loop at twice its capacity alone")
     args = parser.parse_args()
     {"adaptive": run_adaptive, "isolation": run_isolation}[args.what](args)
 

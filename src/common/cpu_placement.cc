@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -87,6 +90,25 @@ Status PinCurrentThread(const CpuList& cpus) {
   for (int cpu : cpus) CPU_SET(cpu, &set);
   if (const int error = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); error != 0) {
     return Status::FailedPrecondition("cannot run on CPUs " + FormatCpuList(cpus) + ": " + std::strerror(error));
+  }
+  return Status::Ok();
+}
+
+StatusOr<int> ParseNice(std::string_view text) {
+  int nice = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), nice);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() || nice < -20 || nice > 19) {
+    return Status::InvalidArgument("'" + std::string(text) + "' is not a nice value in -20..19");
+  }
+  return nice;
+}
+
+Status SetCurrentThreadNice(int nice) {
+  // PRIO_PROCESS with a thread id sets that one thread's value on Linux.
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  if (::setpriority(PRIO_PROCESS, tid, nice) != 0) {
+    return Status::FailedPrecondition("cannot set nice " + std::to_string(nice) + ": " + std::strerror(errno) +
+                                      (errno == EACCES || errno == EPERM ? " (a negative value needs CAP_SYS_NICE)" : ""));
   }
   return Status::Ok();
 }

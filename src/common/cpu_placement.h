@@ -1,4 +1,6 @@
-// Which CPUs a model's instances run on: parameters { key: "cpus" value: { string_value: "2-5" } }
+// Which CPUs a model's instances run on, and at what CPU priority.
+//
+// Placement: parameters { key: "cpus" value: { string_value: "2-5" } }
 // in the model's config. The instances divide the listed CPUs in order, each taking an equal run
 // of them (6 CPUs, 2 instances: 3 each); with more instances than CPUs, they take one CPU each in
 // turn. An instance thread pins itself to its run (the OpenMP team it starts inherits the mask)
@@ -27,5 +29,13 @@ std::vector<CpuList> SplitAmongInstances(const CpuList& cpus, int instances);
 CpuList CurrentThreadCpus();
 // Restricts the calling thread to `cpus` (threads it starts afterwards inherit it).
 Status PinCurrentThread(const CpuList& cpus);
+
+// parameters { key: "nice" value: { string_value: "10" } }: the Linux nice value of a model's
+// instance threads, and so of the OpenMP teams they start (Linux keeps it per thread and new
+// threads inherit it). A positive value lets the model run only on CPU time that models at 0
+// leave; a negative one needs CAP_SYS_NICE. Valid values are -20..19.
+StatusOr<int> ParseNice(std::string_view text);
+// Sets the calling thread's nice value.
+Status SetCurrentThreadNice(int nice);
 
 }  // namespace inferd

@@ -175,6 +175,9 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto cpus = InstanceCpus(config); !cpus.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[cpus]") + ": " + cpus.status().message());
   }
+  if (auto nice = ConfigParameter(config, "nice"); nice && !ParseNice(*nice).ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[nice]") + ": " + ParseNice(*nice).status().message());
+  }
   if (auto target = LatencyTargetMs(config); !target.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[latency_target_ms]") + ": " + target.status().message());
   }
@@ -395,6 +398,16 @@ StatusOr<std::vector<CpuList>> InstanceCpus(const ModelConfig& config) {
   if (!text) return std::vector<CpuList>();
   ASSIGN_OR_RETURN(CpuList cpus, ParseCpuList(*text));
   return SplitAmongInstances(cpus, InstanceCount(config));
+}
+
+StatusOr<InstanceCpuPolicy> InstanceCpuPolicyOf(const ModelConfig& config) {
+  InstanceCpuPolicy policy;
+  ASSIGN_OR_RETURN(policy.cpus, InstanceCpus(config));
+  if (auto text = ConfigParameter(config, "nice")) {
+    ASSIGN_OR_RETURN(int nice, ParseNice(*text));
+    policy.nice = nice;
+  }
+  return policy;
 }
 
 StatusOr<double> LatencyTargetMs(const ModelConfig& config) {

@@ -82,6 +82,14 @@ StatusOr<double> LatencyTargetMs(const ModelConfig& config);
 // checked when the model loads, by the model manager).
 StatusOr<std::vector<CpuList>> InstanceCpus(const ModelConfig& config);
 
+// Where and how a model's instance threads run: parameters "cpus" and "nice"
+// (common/cpu_placement.h).
+struct InstanceCpuPolicy {
+  std::vector<CpuList> cpus;  // per instance; empty: anywhere
+  std::optional<int> nice;    // unset: the process's
+};
+StatusOr<InstanceCpuPolicy> InstanceCpuPolicyOf(const ModelConfig& config);
+
 // A non-negative decimal number (an option's or parameter's value); the error names `what`.
 StatusOr<double> ParseNonNegativeNumber(const std::string& what, std::string_view text);
 

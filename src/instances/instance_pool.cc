@@ -26,7 +26,7 @@ std::vector<Tensor> SelectOutputs(std::vector<Tensor> outputs, const std::vector
 
 InstancePool::InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
                            std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer,
-                           const Clock* clock, std::vector<CpuList> instance_cpus)
+                           const Clock* clock, InstanceCpuPolicy cpu_policy)
     : model_name_(std::move(model_name)),
       model_version_(model_version),
       batching_(batching),
@@ -34,19 +34,19 @@ InstancePool::InstancePool(std::string model_name, int64_t model_version, bool b
       models_(std::move(models)),
       observer_(std::move(observer)),
       clock_(clock),
-      instance_cpus_(std::move(instance_cpus)) {}
+      cpu_policy_(std::move(cpu_policy)) {}
 
 InstancePool::~InstancePool() { Join(); }
 
 void InstancePool::Start() {
   static const CpuList kAnywhere;
-  if (!instance_cpus_.empty()) {
+  if (!cpu_policy_.cpus.empty()) {
     std::string where;
-    for (const CpuList& cpus : instance_cpus_) where += (where.empty() ? "" : ", ") + FormatCpuList(cpus);
+    for (const CpuList& cpus : cpu_policy_.cpus) where += (where.empty() ? "" : ", ") + FormatCpuList(cpus);
     spdlog::info("model '{}' v{}: instances on CPUs {}", model_name_, model_version_, where);
   }
   for (size_t i = 0; i < models_.size(); ++i) {
-    const CpuList& cpus = i < instance_cpus_.size() ? instance_cpus_[i] : kAnywhere;
+    const CpuList& cpus = i < cpu_policy_.cpus.size() ? cpu_policy_.cpus[i] : kAnywhere;
     threads_.emplace_back([this, m = models_[i].get(), &cpus] { RunInstance(m, cpus); });
   }
 }
@@ -61,16 +61,27 @@ void InstancePool::Join() {
 void InstancePool::RunInstance(Model* model, const CpuList& cpus) {
   // "i:" + the model's name, as top -H and /proc/PID/task/TID/comm show it (15 bytes at most).
   pthread_setname_np(pthread_self(), ("i:" + model_name_).substr(0, 15).c_str());
-  // Before the first execution: the OpenMP team this thread starts then inherits the mask.
+  PlaceThisInstance(cpus);
+  while (true) {
+    std::vector<PendingRequest> batch = scheduler_->NextBatch();
+    if (batch.empty()) return;
+    RunBatch(model, batch);
+  }
+}
+
+// Before the first execution: the OpenMP team this thread starts then inherits the mask and the
+// nice value.
+void InstancePool::PlaceThisInstance(const CpuList& cpus) const {
   if (!cpus.empty()) {
     if (Status pinned = PinCurrentThread(cpus); !pinned.ok()) {
       spdlog::error("model '{}' v{}: an instance runs unplaced: {}", model_name_, model_version_, pinned.message());
     }
   }
-  while (true) {
-    std::vector<PendingRequest> batch = scheduler_->NextBatch();
-    if (batch.empty()) return;
-    RunBatch(model, batch);
+  if (cpu_policy_.nice) {
+    if (Status niced = SetCurrentThreadNice(*cpu_policy_.nice); !niced.ok()) {
+      spdlog::error("model '{}' v{}: an instance runs at the process's priority: {}", model_name_, model_version_,
+                    niced.message());
+    }
   }
 }
 

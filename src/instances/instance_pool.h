@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "common/cpu_placement.h"
+#include "config/model_config.h"  // InstanceCpuPolicy
 #include "scheduler/scheduler.h"
 
 namespace inferd {
@@ -27,7 +27,7 @@ class InstancePool {
  public:
   InstancePool(std::string model_name, int64_t model_version, bool batching, Scheduler* scheduler,
                std::vector<std::unique_ptr<Model>> models, ExecutionObserver observer, const Clock* clock,
-               std::vector<CpuList> instance_cpus = {});
+               InstanceCpuPolicy cpu_policy = {});
   ~InstancePool();  // joins; the scheduler must have been shut down first
   InstancePool(const InstancePool&) = delete;
   InstancePool& operator=(const InstancePool&) = delete;
@@ -38,6 +38,7 @@ class InstancePool {
 
  private:
   void RunInstance(Model* model, const CpuList& cpus);
+  void PlaceThisInstance(const CpuList& cpus) const;
   void RunBatch(Model* model, std::vector<PendingRequest>& batch);
 
   const std::string model_name_;
@@ -47,7 +48,7 @@ class InstancePool {
   std::vector<std::unique_ptr<Model>> models_;
   ExecutionObserver observer_;
   const Clock* clock_;
-  std::vector<CpuList> instance_cpus_;  // per instance; empty: not placed
+  const InstanceCpuPolicy cpu_policy_;
   std::vector<std::thread> threads_;
 };
 

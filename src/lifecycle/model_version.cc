@@ -324,7 +324,7 @@ void ModelVersion::Start() {
     instances_ = std::make_unique<InstancePool>(
         name(), version_, config_.max_batch_size() > 0, scheduler_.get(), std::move(prepared_),
         [raw](const ExecutionReport& report) { raw->OnExecution(report); }, clock_,
-        InstanceCpus(config_).value_or({}));
+        InstanceCpuPolicyOf(config_).value_or({}));
     prepared_.clear();
     instances_->Start();
   }

@@ -1,6 +1,7 @@
-"""Isolation between models by CPU placement: parameters[cpus] pins a model's instance threads
-(named "i:MODEL") to its CPUs, split evenly among the instances, and sizes their OpenMP teams to
-match; other models' threads keep the whole mask. A CPU the process may not use fails the load."""
+"""Isolation between models by CPU placement and priority: parameters[cpus] pins a model's
+instance threads (named "i:MODEL") to its CPUs, split evenly among the instances, and sizes their
+OpenMP teams to match; other models' threads keep the whole mask. parameters[nice] sets the
+instance threads' nice value. A CPU the process may not use fails the load."""
 import os
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def server(tmp_path_factory):
         "pinned": scalar_identity(instances=2) + cpus_parameter(LAST),
         "onnx_pinned": 'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + cpus_parameter(LAST),
         "free": scalar_identity(),
+        "background": scalar_identity() + 'parameters { key: "nice" value: { string_value: "12" } }\n',
         "elsewhere": scalar_identity() + cpus_parameter("1000"),
     }
     for name, config in models.items():
@@ -32,7 +34,7 @@ def server(tmp_path_factory):
         (repo / name / "config.pbtxt").write_text(config)
     (repo / "onnx_pinned" / "1" / "model.onnx").write_bytes(plus_model(1))
     process = Inferd(repo, "--model-control-mode", "explicit",
-                     *[arg for model in ("pinned", "onnx_pinned", "free") for arg in ("--load-model", model)])
+                     *[arg for model in ("pinned", "onnx_pinned", "free", "background") for arg in ("--load-model", model)])
     yield process
     assert process.stop() == 0, process.logs()
 
@@ -46,6 +48,15 @@ def cpu_list(cpus):
         else:
             runs.append([cpu, cpu])
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def nice_values(server, name):
+    """The nice value (field 19 of /proc/PID/task/TID/stat) of each thread called `name`."""
+    values = []
+    for task in Path(f"/proc/{server.process.pid}/task").iterdir():
+        if (task / "comm").read_text().strip() == name:
+            values.append(int((task / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+    return values
 
 
 def threads(server):
@@ -71,6 +82,12 @@ def test_instances_run_only_on_their_cpus(server):
     assert named["i:onnx_pinned"] == [str(LAST)], named
     assert named["i:free"] == [cpu_list(os.sched_getaffinity(0))], named  # unplaced: the whole mask
     assert "instances on CPUs" in server.logs()
+
+
+def test_a_nice_model_runs_its_instances_at_that_nice_value(server):
+    assert server.infer("background", [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [1]}]).status_code == 200
+    assert nice_values(server, "i:background") == [12]
+    assert nice_values(server, "i:free") == [os.getpriority(os.PRIO_PROCESS, 0)]
 
 
 def test_a_cpu_the_process_may_not_use_fails_the_load(server):

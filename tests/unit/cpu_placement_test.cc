@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "config/model_config.h"
@@ -43,6 +47,22 @@ TEST(CpuPlacementTest, APinnedThreadAndTheThreadsItStartsRunOnlyThere) {
   std::thread([&] { EXPECT_FALSE(PinCurrentThread({CPU_SETSIZE - 1}).ok()); }).join();  // no such CPU here
 }
 
+TEST(CpuPlacementTest, NiceValuesParseAndApplyToOneThreadAndItsChildren) {
+  EXPECT_EQ(*ParseNice("10"), 10);
+  EXPECT_EQ(*ParseNice("-5"), -5);
+  for (const char* bad : {"", "20", "-21", "low", "1.5"}) EXPECT_FALSE(ParseNice(bad).ok()) << bad;
+  const int before = getpriority(PRIO_PROCESS, 0);
+  int mine = 0, child = 0;
+  std::thread([&] {
+    ASSERT_TRUE(SetCurrentThreadNice(15).ok());
+    mine = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+    std::thread([&] { child = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))); }).join();
+  }).join();
+  EXPECT_EQ(mine, 15);
+  EXPECT_EQ(child, 15);
+  EXPECT_EQ(getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))), before);  // the caller is untouched
+}
+
 TEST(CpuPlacementTest, ConfigParameterPlacesEachInstance) {
   auto config = ParseModelConfigText(R"(
     backend: "identity"
@@ -57,6 +77,11 @@ TEST(CpuPlacementTest, ConfigParameterPlacesEachInstance) {
   EXPECT_NE(refused.message().find("parameters[cpus]"), std::string::npos) << refused.message();
   config->mutable_parameters()->erase("cpus");
   EXPECT_TRUE(InstanceCpus(*config)->empty());
+  (*config->mutable_parameters())["nice"].set_string_value("7");
+  EXPECT_EQ(InstanceCpuPolicyOf(*config)->nice, 7);
+  (*config->mutable_parameters())["nice"].set_string_value("99");
+  refused = ValidateModelConfig(*config, "config.pbtxt");
+  EXPECT_NE(refused.message().find("parameters[nice]"), std::string::npos) << refused.message();
 }
 
 }  // namespace
