@@ -44,7 +44,7 @@ BatchDecision DecideBatch(std::span<const PendingView> pending, const BatchingRu
 
 // With a latency target (a model-based choice, not a feedback loop): the batch size is the
 // largest whose execution fits half the budget (a request may wait for one running execution and
-// then run in the next), the budget being 90% of the target. When rows arrive faster than the
+// then run in the next), the budget being 75% of the target. When rows arrive faster than the
 // instances clear them at that size, the target is lost at any size, so the size grows to the
 // smallest that keeps up (or max_batch_size): the queue stays bounded and latency degrades
 // gracefully instead of growing without end. A batch goes at once unless rows arrive faster than

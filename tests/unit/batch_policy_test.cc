@@ -146,33 +146,33 @@ TEST(LatencyModelTest, ArrivalRateFollowsArrivalsAndFallsInSilence) {
 }
 
 TEST(LatencyTargetBatchTest, CapKeepsAnExecutionWithinHalfTheBudget) {
-  // 10 ms + 5 ms per row; target 100 ms: budget 90, half 45, so 7 rows (45 ms) is the largest.
+  // 10 ms + 5 ms per row; target 120 ms: budget 90, half 45, so 7 rows (45 ms) is the largest.
   LatencyModel model = MeasuredModel(32, std::chrono::milliseconds(10), std::chrono::milliseconds(5));
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(32, 100), model, kStart), 7u);
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(4, 100), model, kStart), 4u);     // never above max_batch_size
+  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(32, 120), model, kStart), 7u);
+  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(4, 120), model, kStart), 4u);     // never above max_batch_size
   EXPECT_EQ(LatencyTargetBatchCap(TargetRules(32, 10), model, kStart), 1u);     // one row always goes
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(32, 100), LatencyModel(32), kStart), 32u);  // nothing measured yet
+  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(32, 120), LatencyModel(32), kStart), 32u);  // nothing measured yet
 }
 
 TEST(LatencyTargetBatchTest, OverloadGrowsTheBatchToTheSmallestThatKeepsUp) {
-  // 10 ms + 1 ms per row; target 60 ms: half the budget is 27 ms, so 17 rows (27 ms, 630 rows/s).
+  // 10 ms + 1 ms per row; target 72 ms: half the budget (54 ms) is 27 ms, so 17 rows (27 ms, 630 rows/s).
   LatencyModel model = MeasuredModel(64, std::chrono::milliseconds(10), std::chrono::milliseconds(1));
   Arrivals(&model, std::chrono::microseconds(1250), kStart);  // 800 rows/s: more than 17 rows clear
   // 40 rows in 50 ms clear 800/s; the rate reads a little above 800 just after an arrival.
-  EXPECT_GE(LatencyTargetBatchCap(TargetRules(64, 60), model, kStart), 40u);
-  EXPECT_LE(LatencyTargetBatchCap(TargetRules(64, 60), model, kStart), 42u);
+  EXPECT_GE(LatencyTargetBatchCap(TargetRules(64, 72), model, kStart), 40u);
+  EXPECT_LE(LatencyTargetBatchCap(TargetRules(64, 72), model, kStart), 42u);
   // Beyond what any size clears (1 ms per row is at most 1000 rows/s): the largest.
   LatencyModel flooded = MeasuredModel(64, std::chrono::milliseconds(10), std::chrono::milliseconds(1));
   Arrivals(&flooded, std::chrono::microseconds(500), kStart);
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 60), flooded, kStart), 64u);
+  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 72), flooded, kStart), 64u);
   // When the burst has passed, the silence brings the cap back.
-  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 60), flooded, kStart + std::chrono::seconds(5)), 17u);
+  EXPECT_EQ(LatencyTargetBatchCap(TargetRules(64, 72), flooded, kStart + std::chrono::seconds(5)), 17u);
 }
 
 TEST(LatencyTargetBatchTest, BacklogRunsAtTheCapNotAtMaxBatchSize) {
   LatencyModel model = MeasuredModel(32, std::chrono::milliseconds(10), std::chrono::milliseconds(5));
   auto pending = Pending(std::vector<int64_t>(20, 1));
-  EXPECT_EQ(DecideBatch(pending, TargetRules(32, 100), kStart, &model).count, 7u);
+  EXPECT_EQ(DecideBatch(pending, TargetRules(32, 120), kStart, &model).count, 7u);
   EXPECT_EQ(DecideBatch(pending, Rules(32), kStart, &model).count, 20u);  // no target: Triton's rules
 }
 
@@ -180,11 +180,11 @@ TEST(LatencyTargetBatchTest, GoesAtOnceWhenTheInstancesKeepUp) {
   LatencyModel model = MeasuredModel(32, std::chrono::milliseconds(10), std::chrono::milliseconds(5));
   // One row every 50 ms; one row takes 15 ms: no reason to wait.
   Arrivals(&model, std::chrono::milliseconds(50), kStart);
-  EXPECT_EQ(DecideBatch(Pending({1}), TargetRules(32, 100), kStart + Micros(10), &model).count, 1u);
+  EXPECT_EQ(DecideBatch(Pending({1}), TargetRules(32, 120), kStart + Micros(10), &model).count, 1u);
   // Nothing measured yet: the first batches go as they are, to learn.
   LatencyModel fresh(32);
   Arrivals(&fresh, Micros(100), kStart);
-  EXPECT_EQ(DecideBatch(Pending({1, 1}), TargetRules(32, 100), kStart + Micros(10), &fresh).count, 2u);
+  EXPECT_EQ(DecideBatch(Pending({1, 1}), TargetRules(32, 120), kStart + Micros(10), &fresh).count, 2u);
 }
 
 TEST(LatencyTargetBatchTest, WaitsForTheLargestBatchExpectedInTime) {
@@ -192,31 +192,31 @@ TEST(LatencyTargetBatchTest, WaitsForTheLargestBatchExpectedInTime) {
   // A row every 10 ms (100/s); one instance clears 1 row per 15 ms (67/s) at size 1: wait.
   Arrivals(&model, std::chrono::milliseconds(10), kStart);
   auto pending = Pending({1});
-  const auto decision = DecideBatch(pending, TargetRules(32, 100), kStart, &model);
+  const auto decision = DecideBatch(pending, TargetRules(32, 120), kStart, &model);
   EXPECT_EQ(decision.count, 0u);
   ASSERT_TRUE(decision.wake_at.has_value());
   // The cap is 7 rows (45 ms), but 6 more rows take 60 ms to come and the oldest would have to go
   // by 90 - 45 = 45 ms. 6 rows (40 ms) come by 50 ms, just when the oldest must go for them.
   EXPECT_EQ(*decision.wake_at, kStart + std::chrono::milliseconds(50));
   // At that time it goes with what it has.
-  EXPECT_EQ(DecideBatch(Pending({1, 1, 1}), TargetRules(32, 100), kStart + std::chrono::milliseconds(50), &model).count,
+  EXPECT_EQ(DecideBatch(Pending({1, 1, 1}), TargetRules(32, 120), kStart + std::chrono::milliseconds(50), &model).count,
             3u);
   // A full batch goes at once.
-  EXPECT_EQ(DecideBatch(Pending(std::vector<int64_t>(7, 1)), TargetRules(32, 100), kStart, &model).count, 7u);
+  EXPECT_EQ(DecideBatch(Pending(std::vector<int64_t>(7, 1)), TargetRules(32, 120), kStart, &model).count, 7u);
 }
 
 TEST(LatencyTargetBatchTest, MoreInstancesWaitLess) {
   LatencyModel model = MeasuredModel(32, std::chrono::milliseconds(10), std::chrono::milliseconds(5));
   Arrivals(&model, std::chrono::milliseconds(10), kStart);  // 100 rows/s
   // One instance clears 67 rows/s at size 1 and waits; two clear 133/s and go.
-  EXPECT_EQ(DecideBatch(Pending({1}), TargetRules(32, 100, 1), kStart, &model).count, 0u);
-  EXPECT_EQ(DecideBatch(Pending({1}), TargetRules(32, 100, 2), kStart, &model).count, 1u);
+  EXPECT_EQ(DecideBatch(Pending({1}), TargetRules(32, 120, 1), kStart, &model).count, 0u);
+  EXPECT_EQ(DecideBatch(Pending({1}), TargetRules(32, 120, 2), kStart, &model).count, 1u);
 }
 
 TEST(LatencyTargetBatchTest, MaxQueueDelayStillBoundsTheWait) {
   LatencyModel model = MeasuredModel(32, std::chrono::milliseconds(10), std::chrono::milliseconds(5));
   Arrivals(&model, std::chrono::milliseconds(10), kStart);
-  BatchingRules rules = TargetRules(32, 100);
+  BatchingRules rules = TargetRules(32, 120);
   rules.max_queue_delay = std::chrono::milliseconds(25);  // the target alone would wait 50 ms
   const auto decision = DecideBatch(Pending({1}), rules, kStart, &model);
   ASSERT_TRUE(decision.wake_at.has_value());
@@ -231,7 +231,7 @@ TEST(LatencyTargetBatchTest, OtherShapesStillCloseTheBatch) {
   Arrivals(&model, std::chrono::milliseconds(10), kStart);
   auto pending = Pending({1, 1});
   pending.push_back({1, 2, kStart});
-  EXPECT_EQ(DecideBatch(pending, TargetRules(32, 100), kStart, &model).count, 2u);
+  EXPECT_EQ(DecideBatch(pending, TargetRules(32, 120), kStart, &model).count, 2u);
 }
 
 }  // namespace
