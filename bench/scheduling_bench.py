@@ -5,7 +5,7 @@ into .cache/models) and a real `inferd serve`, driven by `inferd bench`:
   /usr/bin/python3 bench/scheduling_bench.py adaptive  [--models mlp,resnet50] [--phase-secs 6] [--rounds 3]
       A bursty open-loop trace (idle, a 10x burst, steady: `inferd bench --rate-schedule`) against
       static batching configs and parameters[latency_target_ms]. Per phase: throughput and p99.
-  /usr/bin/python3 bench/scheduling_bench.py isolation [--secs 8] [--heavy-load saturate|overload]
+  /usr/bin/python3 bench/scheduling_bench.py isolation [--secs 8] [--rounds 3] [--heavy-load saturate|overload]
       A light model's p99 (mlp, open loop) alone and while a heavy one (resnet50) is saturated
       (closed loop) or overloaded 2x (open loop at twice its capacity alone, queue bound 16): with
       nothing, with parameters[cpus] keeping them on different CPUs, with the heavy one at
@@ -19,6 +19,7 @@ a run, not with other machines. Prints markdown tables and the CPU flags.
 """
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,6 +142,7 @@ def run_isolation(args):
         heavy_args = ["--concurrency", str(args.heavy_concurrency), "--duration", str(args.secs + 4), "--warmup-ms", "2000"]
         load = f"closed loop, {args.heavy_concurrency} clients"
     print(f"light: mlp at {args.light_rate} requests/s (open loop); heavy: resnet50, batch 1 requests, {load}\n")
+    print(f"Median of {args.rounds} alternating rounds (light alone, then light with heavy).\n")
     print("| setup | light p99 alone ms | light p99 with heavy ms | ratio | heavy infer/s |")
     print("|---|---:|---:|---:|---:|")
     for label, (light_body, heavy_body) in setups.items():
@@ -149,19 +151,22 @@ def run_isolation(args):
             repo = repository(Path(tmp), {"light": ("mlp", "dynamic_batching { }\n" + light_body),
                                           "heavy": ("resnet50", heavy_config)})
             server = Inferd(repo)
+            alone, loaded, heavy_rows = [], [], []
             try:
                 bench(server, "light", "--rate-schedule", f"{args.light_rate}:2")  # warm
-                alone = light_p99(server, args.light_rate, args.secs)
-                heavy = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "heavy", "--format",
-                                          "json", *heavy_args],
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-                time.sleep(2)
-                loaded = light_p99(server, args.light_rate, args.secs)
-                heavy_row = json.loads(heavy.communicate(timeout=120)[0])[0]
+                for _ in range(args.rounds):  # alternating, so drift of the machine hits both alike
+                    alone.append(light_p99(server, args.light_rate, args.secs)["p99_ms"])
+                    heavy = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "heavy",
+                                              "--format", "json", *heavy_args],
+                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    time.sleep(2)
+                    loaded.append(light_p99(server, args.light_rate, args.secs)["p99_ms"])
+                    heavy_rows.append(json.loads(heavy.communicate(timeout=120)[0])[0]["throughput"])
             finally:
                 server.stop()
-        print(f"| {label} | {alone['p99_ms']:.2f} | {loaded['p99_ms']:.2f} | {loaded['p99_ms'] / alone['p99_ms']:.2f} | "
-              f"{heavy_row['throughput']:.1f} |", flush=True)
+        alone_p99, loaded_p99 = statistics.median(alone), statistics.median(loaded)
+        print(f"| {label} | {alone_p99:.2f} | {loaded_p99:.2f} | {loaded_p99 / alone_p99:.2f} | "
+              f"{statistics.median(heavy_rows):.1f} |", flush=True)
 
 
 def main():
@@ -175,6 +180,7 @@ def main():
     isolation.add_argument("--secs", type=float, default=8)
     isolation.add_argument("--light-rate", type=float, default=200)
     isolation.add_argument("--heavy-concurrency", type=int, default=4)
+    isolation.add_argument("--rounds", type=int, default=3)
     isolation.add_argument("--heavy-load", choices=["saturate", "overload"], default="saturate",
                            help="saturate: closed loop; overload: open loop at twice its capacity alone")
     args = parser.parse_args()
