@@ -19,6 +19,7 @@ a run, not with other machines. Prints markdown tables and the CPU flags.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -120,7 +121,6 @@ def heavy_capacity(args):
 def run_isolation(args):
     print(f"CPU flags: {cpu_flags()}\n")
     ensure_models(["mlp", "resnet50"])
-    import os
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         sys.exit("needs 2 CPUs")

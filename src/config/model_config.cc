@@ -175,8 +175,10 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto cpus = InstanceCpus(config); !cpus.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[cpus]") + ": " + cpus.status().message());
   }
-  if (auto nice = ConfigParameter(config, "nice"); nice && !ParseNice(*nice).ok()) {
-    return Status::InvalidArgument(Field(file, "parameters[nice]") + ": " + ParseNice(*nice).status().message());
+  if (auto nice = ConfigParameter(config, "nice")) {
+    if (auto parsed = ParseNice(*nice); !parsed.ok()) {
+      return Status::InvalidArgument(Field(file, "parameters[nice]") + ": " + parsed.status().message());
+    }
   }
   if (auto target = LatencyTargetMs(config); !target.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[latency_target_ms]") + ": " + target.status().message());

@@ -29,6 +29,7 @@ void LatencyModel::RecordExecution(int64_t rows, Nanos took) {
     stats.mean_ns += kSmoothing * (sample - stats.mean_ns);
   }
   ++stats.samples;
+  UpdateEstimates();
 }
 
 double LatencyModel::FadedCount(TimePoint now) const {
@@ -43,31 +44,44 @@ void LatencyModel::RecordArrival(int64_t rows, TimePoint at) {
 }
 
 std::optional<Nanos> LatencyModel::ExecutionTime(int64_t rows) const {
-  rows = std::clamp<int64_t>(rows, 1, static_cast<int64_t>(by_rows_.size()));
-  const auto index = static_cast<size_t>(rows - 1);
-  if (by_rows_[index].samples > 0) return Nanos(static_cast<int64_t>(by_rows_[index].High()));
-  std::optional<size_t> below;
-  std::optional<size_t> above;
-  for (size_t i = index; i-- > 0;) {
+  if (estimates_.empty()) return std::nullopt;
+  rows = std::clamp<int64_t>(rows, 1, static_cast<int64_t>(estimates_.size()));
+  return estimates_[static_cast<size_t>(rows - 1)];
+}
+
+void LatencyModel::UpdateEstimates() {
+  const size_t sizes = by_rows_.size();
+  // The nearest measured size at or above each size, from a backward pass.
+  std::vector<std::optional<size_t>> above(sizes);
+  for (size_t i = sizes; i-- > 0;) {
     if (by_rows_[i].samples > 0) {
+      above[i] = i;
+    } else if (i + 1 < sizes) {
+      above[i] = above[i + 1];
+    }
+  }
+  estimates_.assign(sizes, Nanos(0));
+  std::optional<size_t> below;  // the nearest measured size under the current one
+  for (size_t i = 0; i < sizes; ++i) {
+    double estimate = 0;
+    if (by_rows_[i].samples > 0) {
+      estimate = by_rows_[i].High();
       below = i;
-      break;
+    } else if (!below) {
+      estimate = by_rows_[*above[i]].High();  // some size is measured: the caller recorded one
+    } else {
+      const double low = by_rows_[*below].High();
+      const double below_rows = static_cast<double>(*below + 1);
+      const double rows = static_cast<double>(i + 1);
+      if (!above[i]) {
+        estimate = low * rows / below_rows;
+      } else {
+        const double high = std::max(low, by_rows_[*above[i]].High());
+        estimate = low + (rows - below_rows) / static_cast<double>(*above[i] - *below) * (high - low);
+      }
     }
+    estimates_[i] = Nanos(static_cast<int64_t>(estimate));
   }
-  for (size_t i = index + 1; i < by_rows_.size(); ++i) {
-    if (by_rows_[i].samples > 0) {
-      above = i;
-      break;
-    }
-  }
-  if (!below && !above) return std::nullopt;
-  if (!below) return Nanos(static_cast<int64_t>(by_rows_[*above].High()));
-  const double low = by_rows_[*below].High();
-  const double below_rows = static_cast<double>(*below + 1);
-  if (!above) return Nanos(static_cast<int64_t>(low * static_cast<double>(rows) / below_rows));
-  const double high = std::max(low, by_rows_[*above].High());
-  const double fraction = (static_cast<double>(rows) - below_rows) / static_cast<double>(*above - *below);
-  return Nanos(static_cast<int64_t>(low + fraction * (high - low)));
 }
 
 double LatencyModel::ArrivalRate(TimePoint now) const { return FadedCount(now) / window_seconds_; }

@@ -42,8 +42,12 @@ class LatencyModel {
   };
 
   double FadedCount(TimePoint now) const;
+  void UpdateEstimates();
 
   std::vector<SizeStats> by_rows_;  // index rows - 1
+  // ExecutionTime for every size, rebuilt after each execution (O(sizes)) so that a batch
+  // decision, made under the scheduler's lock, reads each size in O(1). Empty until the first.
+  std::vector<Nanos> estimates_;
   double window_seconds_;
   std::optional<TimePoint> last_arrival_;
   double recent_rows_ = 0;  // rows arrived, each weighted by exp(-age / window), as of last_arrival_

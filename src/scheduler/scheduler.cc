@@ -60,7 +60,8 @@ Status Scheduler::Enqueue(PendingRequest& pending) {
       return Status::Unavailable("queue of model '" + pending.request->model_name +
                                  "' is full (max_queue_size " + std::to_string(bound) + ")");
     }
-    latency_model_.RecordArrival(pending.batch_size, pending.enqueued);
+    // Only the latency-target batcher reads arrivals; Triton's rules pay nothing for them.
+    if (options_.rules.latency_target.count() > 0) latency_model_.RecordArrival(pending.batch_size, pending.enqueued);
     queue.push_back(std::move(pending));
     ++depth_;
   }
