@@ -100,6 +100,9 @@ class Backend {
   // The file a version folder must contain when config.pbtxt names none; empty: no file needed.
   virtual std::string DefaultModelFilename() const { return ""; }
   virtual StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) = 0;
+  // Whether an execution runs on a team of LoadOptions::intra_op_threads (so the team's size is
+  // worth tuning); built-in backends run on the instance's thread alone.
+  virtual bool UsesIntraOpThreads() const { return false; }
   // Fills what config.pbtxt left out (inputs, outputs, max_batch_size) from the model file in
   // `version_dir`, and checks what it did say against the model, as Triton's auto-complete does.
   // Built-in backends have no model file and leave the config alone.

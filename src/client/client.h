@@ -112,7 +112,13 @@ class Client {
   virtual StatusOr<std::vector<ModelStatistics>> GetModelStatistics(const std::string& model,
                                                                     int64_t version = 0) = 0;
   virtual StatusOr<std::vector<RepositoryEntry>> GetRepositoryIndex() = 0;
-  virtual Status LoadModel(const std::string& model) = 0;
+  // The config the server serves the model with (GET /v2/models/M/config, or the ModelConfig RPC)
+  // as JSON with the protobuf field names Triton uses: what LoadModel takes back.
+  virtual StatusOr<std::string> GetModelConfigJson(const std::string& model) = 0;
+  // Loads (or reloads) the model with its repository config.pbtxt...
+  Status LoadModel(const std::string& model) { return LoadModel(model, std::string()); }
+  // ...or with this config instead (Triton's "config" load parameter; empty: the repository's).
+  virtual Status LoadModel(const std::string& model, const std::string& config_json) = 0;
   virtual Status UnloadModel(const std::string& model) = 0;
 
   // inferd only: traffic between a model's versions and canary rollouts.

@@ -1,5 +1,6 @@
 // The gRPC transport: generated stubs of inference.GRPCInferenceService. Async calls use gRPC's
 // callback API, so the client adds no threads of its own.
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <limits>
@@ -170,9 +171,25 @@ class GrpcClient final : public Client {
     return entries;
   }
 
-  Status LoadModel(const std::string& model) override {
+  StatusOr<std::string> GetModelConfigJson(const std::string& model) override {
+    inference::ModelConfigRequest request;
+    request.set_name(model);
+    inference::ModelConfigResponse response;
+    RETURN_IF_ERROR(Call(&GRPCInferenceService::Stub::ModelConfig, request, &response));
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    if (!google::protobuf::util::MessageToJsonString(response.config(), &json, options).ok()) {
+      return Status::Internal("the model's config cannot be written as JSON");
+    }
+    return json;
+  }
+
+  using Client::LoadModel;
+  Status LoadModel(const std::string& model, const std::string& config_json) override {
     inference::RepositoryModelLoadRequest request;
     request.set_model_name(model);
+    if (!config_json.empty()) (*request.mutable_parameters())["config"].set_string_param(config_json);
     inference::RepositoryModelLoadResponse response;
     return Call(&GRPCInferenceService::Stub::RepositoryModelLoad, request, &response);
   }

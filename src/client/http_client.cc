@@ -310,8 +310,27 @@ class HttpClient final : public Client {
     return entries;
   }
 
-  Status LoadModel(const std::string& model) override {
-    return GetJson(http::verb::post, "/v2/repository/models/" + model + "/load").status();
+  StatusOr<std::string> GetModelConfigJson(const std::string& model) override {
+    ASSIGN_OR_RETURN(HttpReply reply, Exchange(http::verb::get, ModelPath(model, 0) + "/config", "", std::nullopt));
+    if (reply.status != 200) return ErrorFromReply(reply);
+    return std::move(reply.body);
+  }
+  using Client::LoadModel;
+  Status LoadModel(const std::string& model, const std::string& config_json) override {
+    std::string body;
+    if (!config_json.empty()) {
+      rapidjson::StringBuffer buffer;
+      rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+      w.StartObject();
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("config");
+      w.String(config_json.data(), static_cast<rapidjson::SizeType>(config_json.size()));
+      w.EndObject();
+      w.EndObject();
+      body.assign(buffer.GetString(), buffer.GetSize());
+    }
+    return PostJson("/v2/repository/models/" + model + "/load", body).status();
   }
   Status UnloadModel(const std::string& model) override {
     return GetJson(http::verb::post, "/v2/repository/models/" + model + "/unload").status();

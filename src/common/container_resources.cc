@@ -85,13 +85,9 @@ std::optional<std::string> GroupPath(const std::string& proc_cgroup, int version
   return std::nullopt;
 }
 
-// The directory of the process's group, and the mount it is under (the walk's end).
-struct GroupDir {
-  fs::path dir, mount;
-  int version = 0;
-};
+}  // namespace
 
-std::optional<GroupDir> FindGroupDir(const CgroupFiles& files, std::string_view controller) {
+std::optional<CgroupDir> FindCgroupDir(const CgroupFiles& files, std::string_view controller) {
   const Hierarchy hierarchy = FindHierarchy(ReadSmallFile(files.proc_self_mountinfo), controller);
   if (hierarchy.version == 0) return std::nullopt;
   const fs::path mount = (files.root.empty() ? fs::path("/") : files.root) / hierarchy.mount_point.relative_path();
@@ -100,12 +96,14 @@ std::optional<GroupDir> FindGroupDir(const CgroupFiles& files, std::string_view 
   fs::path dir = mount / fs::path(path).relative_path();
   std::error_code error;
   if (!fs::is_directory(dir, error)) dir = mount;  // the host's path, seen from inside a container
-  return GroupDir{dir.lexically_normal(), mount.lexically_normal(), hierarchy.version};
+  return CgroupDir{dir.lexically_normal(), mount.lexically_normal(), hierarchy.version};
 }
+
+namespace {
 
 // Reads `limit_of(dir)` for the group and each ancestor up to the mount; the smallest wins.
 template <typename T, typename LimitOf>
-std::optional<T> TightestLimit(const GroupDir& group, LimitOf limit_of, fs::path* where) {
+std::optional<T> TightestLimit(const CgroupDir& group, LimitOf limit_of, fs::path* where) {
   std::optional<T> tightest;
   for (fs::path dir = group.dir;; dir = dir.parent_path()) {
     if (const std::optional<T> limit = limit_of(dir); limit && (!tightest || *limit < *tightest)) {
@@ -160,14 +158,14 @@ ContainerResources DetectContainerResources(const CgroupFiles& files) {
   resources.online_cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // A fake tree (tests) describes limits, not this process: the real affinity mask would leak in.
   resources.affinity_cpus = files.root.empty() ? AffinityCpus(resources.online_cpus) : resources.online_cpus;
-  if (const auto cpu = FindGroupDir(files, "cpu")) {
+  if (const auto cpu = FindCgroupDir(files, "cpu")) {
     resources.cpu_quota = TightestLimit<double>(*cpu, [&](const fs::path& dir) {
       return cpu->version == 2 ? ParseCpuMax(ReadSmallFile(dir / "cpu.max"))
                                : ParseCfsQuota(ReadSmallFile(dir / "cpu.cfs_quota_us"), ReadSmallFile(dir / "cpu.cfs_period_us"));
     }, &resources.cpu_quota_file);
     if (resources.cpu_quota) resources.cpu_quota_file /= cpu->version == 2 ? "cpu.max" : "cpu.cfs_quota_us";
   }
-  if (const auto memory = FindGroupDir(files, "memory")) {
+  if (const auto memory = FindCgroupDir(files, "memory")) {
     resources.memory_cgroup = memory->dir;
     resources.memory_cgroup_version = memory->version;
     const char* limit_file = memory->version == 2 ? "memory.max" : "memory.limit_in_bytes";

@@ -62,6 +62,16 @@ std::optional<int64_t> MemoryWorkingSetBytes(const ContainerResources& resources
 // pod's QoS class does for its containers.
 Status SetOomScoreAdjustment(int value);
 
+// The directory of the process's group in the hierarchy that holds `controller` ("cpu",
+// "memory"): a v1 hierarchy naming it, else the v2 one (whose cgroup.controllers may still lack
+// it). nullopt when no cgroup file system is mounted.
+struct CgroupDir {
+  std::filesystem::path dir;    // the process's group
+  std::filesystem::path mount;  // where its hierarchy is mounted
+  int version = 0;              // 1 or 2
+};
+std::optional<CgroupDir> FindCgroupDir(const CgroupFiles& files, std::string_view controller);
+
 // The parsers behind it.
 // cgroup v2 cpu.max: "QUOTA PERIOD" (microseconds) or "max PERIOD" (no limit).
 std::optional<double> ParseCpuMax(std::string_view text);

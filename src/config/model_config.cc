@@ -175,9 +175,17 @@ Status ValidateModelConfig(const ModelConfig& config, const std::string& file) {
   if (auto cpus = InstanceCpus(config); !cpus.ok()) {
     return Status::InvalidArgument(Field(file, "parameters[cpus]") + ": " + cpus.status().message());
   }
+  if (auto threads = IntraOpThreadCount(config); !threads.ok()) {
+    return Status::InvalidArgument(Field(file, "parameters[intra_op_thread_count]") + ": " + threads.status().message());
+  }
   if (auto nice = ConfigParameter(config, "nice")) {
     if (auto parsed = ParseNice(*nice); !parsed.ok()) {
       return Status::InvalidArgument(Field(file, "parameters[nice]") + ": " + parsed.status().message());
+    }
+  }
+  if (ConfigParameter(config, "cpu_weight")) {
+    if (auto policy = InstanceCpuPolicyOf(config); !policy.ok()) {
+      return Status::InvalidArgument(Field(file, "parameters[cpu_weight]") + ": " + policy.status().message());
     }
   }
   if (auto target = LatencyTargetMs(config); !target.ok()) {
@@ -238,13 +246,18 @@ StatusOr<ModelConfig> LoadModelConfig(const fs::path& model_dir) {
 StatusOr<ModelConfig> ParseModelConfigJson(const std::string& json, const std::string& model_name,
                                            const fs::path& model_dir) {
   const std::string label = "model '" + model_name + "' (config override)";
+  ASSIGN_OR_RETURN(ModelConfig config, ModelConfigFromJson(json, label));
+  return CompleteParsedConfig(std::move(config), model_name, model_dir, label);
+}
+
+StatusOr<ModelConfig> ModelConfigFromJson(const std::string& json, const std::string& label) {
   ModelConfig config;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   if (auto parsed = google::protobuf::util::JsonStringToMessage(json, &config, options); !parsed.ok()) {
     return Status::InvalidArgument(label + ": " + std::string(parsed.message()));
   }
-  return CompleteParsedConfig(std::move(config), model_name, model_dir, label);
+  return config;
 }
 
 inference::DataType ConfigDataTypeFrom(DataType type) {
@@ -402,12 +415,30 @@ StatusOr<std::vector<CpuList>> InstanceCpus(const ModelConfig& config) {
   return SplitAmongInstances(cpus, InstanceCount(config));
 }
 
+StatusOr<int> IntraOpThreadCount(const ModelConfig& config) {
+  const std::optional<std::string> text = ConfigParameter(config, "intra_op_thread_count");
+  if (!text) return 0;
+  int threads = 0;
+  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), threads);
+  if (text->empty() || error != std::errc() || end != text->data() + text->size() || threads < 1 || threads > 1024) {
+    return Status::InvalidArgument("'intra_op_thread_count' needs an integer from 1 to 1024, got '" + *text + "'");
+  }
+  return threads;
+}
+
 StatusOr<InstanceCpuPolicy> InstanceCpuPolicyOf(const ModelConfig& config) {
   InstanceCpuPolicy policy;
   ASSIGN_OR_RETURN(policy.cpus, InstanceCpus(config));
   if (auto text = ConfigParameter(config, "nice")) {
     ASSIGN_OR_RETURN(int nice, ParseNice(*text));
     policy.nice = nice;
+  }
+  if (auto text = ConfigParameter(config, "cpu_weight")) {
+    if (policy.nice) {
+      return Status::InvalidArgument("set one of 'cpu_weight' and 'nice': both decide the model's share of the CPU");
+    }
+    ASSIGN_OR_RETURN(int weight, ParseCpuWeight(*text));
+    policy.cpu_weight = weight;
   }
   return policy;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cpu_placement.h"
+#include "common/cpu_weight_groups.h"  // ParseCpuWeight
 #include "common/option_list.h"  // ParseOptionList, for the parameters read here
 #include "common/status.h"
 #include "common/tensor.h"
@@ -32,6 +33,10 @@ StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& model_dir);
 // Unknown fields are errors.
 StatusOr<ModelConfig> ParseModelConfigJson(const std::string& json, const std::string& model_name,
                                            const std::filesystem::path& model_dir);
+
+// The JSON alone, parsed as it is (no defaults, no checks): a config as a server reports it.
+// Unknown fields are errors, named with `label`.
+StatusOr<ModelConfig> ModelConfigFromJson(const std::string& json, const std::string& label);
 
 // Fills defaults that Triton fills: name, instance_group (1 x KIND_CPU), version policy latest 1.
 void NormalizeModelConfig(ModelConfig* config, const std::string& model_name);
@@ -82,11 +87,18 @@ StatusOr<double> LatencyTargetMs(const ModelConfig& config);
 // checked when the model loads, by the model manager).
 StatusOr<std::vector<CpuList>> InstanceCpus(const ModelConfig& config);
 
+// parameters { key: "intra_op_thread_count" value: { string_value: "4" } } (the name Triton's ONNX
+// Runtime backend uses): the threads each instance runs one execution on. 0 without the parameter
+// (the model manager derives it from the cores and the instance count). An error when it is not an
+// integer in [1, 1024] (checked at load).
+StatusOr<int> IntraOpThreadCount(const ModelConfig& config);
+
 // Where and how a model's instance threads run: parameters "cpus" and "nice"
-// (common/cpu_placement.h).
+// (common/cpu_placement.h), or "cpu_weight" (common/cpu_weight_groups.h; not with "nice").
 struct InstanceCpuPolicy {
-  std::vector<CpuList> cpus;  // per instance; empty: anywhere
-  std::optional<int> nice;    // unset: the process's
+  std::vector<CpuList> cpus;     // per instance; empty: anywhere
+  std::optional<int> nice;       // unset: the process's
+  std::optional<int> cpu_weight;  // unset: the process's group
 };
 StatusOr<InstanceCpuPolicy> InstanceCpuPolicyOf(const ModelConfig& config);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "common/cpu_weight_groups.h"
 #include "instances/batch_io.h"
 
 namespace inferd {
@@ -45,6 +46,16 @@ void InstancePool::Start() {
     for (const CpuList& cpus : cpu_policy_.cpus) where += (where.empty() ? "" : ", ") + FormatCpuList(cpus);
     spdlog::info("model '{}' v{}: instances on CPUs {}", model_name_, model_version_, where);
   }
+  if (cpu_policy_.cpu_weight) {
+    const CpuWeightGroups& groups = ProcessCpuWeightGroups();
+    if (groups.available()) {
+      spdlog::info("model '{}' v{}: instance threads in a cgroup of cpu_weight {}", model_name_, model_version_,
+                   *cpu_policy_.cpu_weight);
+    } else {
+      spdlog::warn("model '{}' v{}: cpu_weight {} applied as nice {}: {}", model_name_, model_version_,
+                   *cpu_policy_.cpu_weight, NiceForCpuWeight(*cpu_policy_.cpu_weight), groups.Describe());
+    }
+  }
   for (size_t i = 0; i < models_.size(); ++i) {
     const CpuList& cpus = i < cpu_policy_.cpus.size() ? cpu_policy_.cpus[i] : kAnywhere;
     threads_.emplace_back([this, m = models_[i].get(), &cpus] { RunInstance(m, cpus); });
@@ -55,7 +66,9 @@ void InstancePool::Join() {
   for (auto& thread : threads_) {
     if (thread.joinable()) thread.join();
   }
+  const bool had_threads = !threads_.empty();
   threads_.clear();
+  if (had_threads && cpu_policy_.cpu_weight) ProcessCpuWeightGroups().Release(model_name_);
 }
 
 void InstancePool::RunInstance(Model* model, const CpuList& cpus) {
@@ -69,16 +82,29 @@ void InstancePool::RunInstance(Model* model, const CpuList& cpus) {
   }
 }
 
-// Before the first execution: the OpenMP team this thread starts then inherits the mask and the
-// nice value.
+// Before the first execution: the OpenMP team this thread starts then inherits the mask, the nice
+// value and the cgroup.
 void InstancePool::PlaceThisInstance(const CpuList& cpus) const {
   if (!cpus.empty()) {
     if (Status pinned = PinCurrentThread(cpus); !pinned.ok()) {
       spdlog::error("model '{}' v{}: an instance runs unplaced: {}", model_name_, model_version_, pinned.message());
     }
   }
-  if (cpu_policy_.nice) {
-    if (Status niced = SetCurrentThreadNice(*cpu_policy_.nice); !niced.ok()) {
+  std::optional<int> nice = cpu_policy_.nice;
+  if (cpu_policy_.cpu_weight) {
+    CpuWeightGroups& groups = ProcessCpuWeightGroups();
+    if (groups.available()) {
+      Status joined = groups.JoinCurrentThread(model_name_, *cpu_policy_.cpu_weight);
+      if (!joined.ok()) {
+        spdlog::error("model '{}' v{}: an instance runs outside its cgroup, at a nice value for its weight: {}",
+                      model_name_, model_version_, joined.message());
+      }
+      if (joined.ok()) return;
+    }
+    nice = NiceForCpuWeight(*cpu_policy_.cpu_weight);
+  }
+  if (nice) {
+    if (Status niced = SetCurrentThreadNice(*nice); !niced.ok()) {
       spdlog::error("model '{}' v{}: an instance runs at the process's priority: {}", model_name_, model_version_,
                     niced.message());
     }

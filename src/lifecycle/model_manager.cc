@@ -189,6 +189,8 @@ Status ModelManager::LoadOverridden(const std::string& name, const std::vector<f
 }
 
 int ModelManager::IntraOpThreads(const ModelConfig& config) const {
+  // The config's own count wins: the user (or `inferd tune`) chose it, oversubscription included.
+  if (auto threads = IntraOpThreadCount(config); threads.ok() && *threads > 0) return *threads;
   // An instance placed on CPUs (parameters[cpus]) runs a team of as many threads as it has CPUs.
   if (auto cpus = InstanceCpus(config); cpus.ok() && !cpus->empty()) return static_cast<int>(cpus->front().size());
   // Instances x intra-op threads must not exceed the cores given to the process.

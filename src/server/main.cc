@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
                                                 "server queue/compute split");
   inferd::AddBenchFlags(bench, &bench_flags);
   inferd::TuneFlags tune_flags;
-  CLI::App* tune = app.add_subcommand("tune", "Find the config (instances, max batch size, queue delay) that serves a "
+  CLI::App* tune = app.add_subcommand("tune", "Find the config (instances, max batch size, queue delay, threads) that serves a "
                                               "model fastest within a p99 latency target");
   inferd::AddTuneFlags(tune, &tune_flags);
   CLI11_PARSE(app, argc, argv);

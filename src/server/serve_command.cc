@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/container_resources.h"
+#include "common/cpu_weight_groups.h"
 #include "common/stop_signals.h"
 #include "core/inference_server.h"
 #include "frontends/grpc/grpc_server.h"
@@ -271,6 +272,8 @@ int RunServe(const ServeFlags& flags) {
   }
   // Thread counts follow the CPUs this container may use (its cgroup quota and affinity), not the node's.
   spdlog::info("resources: {}", ProcessResources().Describe());
+  // Where models' cpu_weight goes: said at start, whether or not a model sets one yet.
+  spdlog::info("{}", ProcessCpuWeightGroups().Describe());
   if (flags.oom_score_adj) {
     if (Status set = SetOomScoreAdjustment(*flags.oom_score_adj); !set.ok()) {
       spdlog::critical("{}", set.message());

@@ -20,7 +20,6 @@
 #include "client/client.h"
 #include "backends/backend.h"
 #include "config/model_config.h"
-#include "lifecycle/model_repository.h"
 #include "server/client_commands.h"
 #include "server/progress_bar.h"
 
@@ -35,6 +34,7 @@ struct Candidate {
   int64_t delay_us = 0;
   bool latency_target = false;  // parameters[latency_target_ms] instead of a fixed delay
   bool as_configured = false;   // the model's own config, measured the same way
+  int threads = 0;              // parameters[intra_op_thread_count]; 0: the server derives it
 };
 
 struct Outcome {
@@ -117,23 +117,6 @@ class ChildServer {
   fs::path log_;
 };
 
-// The model's config as the server would serve it: config.pbtxt, or for an ONNX model without one,
-// what the backend completes from the newest version's file (Triton's auto-complete).
-StatusOr<ModelConfig> EffectiveConfig(const fs::path& model_dir, const std::string& model) {
-  if (!fs::is_directory(model_dir)) return Status::NotFound("no model folder " + model_dir.string());
-  ModelSource source = ReadModelSource(model, {model_dir});
-  if (!source.status.ok()) return source.status;
-  if (!source.config) return Status::InvalidArgument("model '" + model + "': no config");
-  if (source.versions.empty()) return Status::NotFound("model '" + model + "': no version folder in " + model_dir.string());
-  ModelConfig config = *source.config;
-  if (IsComposite(config)) return config;
-  BackendRegistry backends = BackendRegistry::WithBuiltins();
-  ASSIGN_OR_RETURN(Backend * backend, backends.Select(config));
-  RETURN_IF_ERROR(backend->CompleteConfig(model_dir / std::to_string(source.versions.back()), &config));
-  RETURN_IF_ERROR(ValidateModelConfig(config, "model '" + model + "' (completed config)"));
-  return config;
-}
-
 std::vector<Candidate> Candidates(const ModelConfig& base, const TuneFlags& flags) {
   std::vector<Candidate> candidates{{.label = "as configured", .as_configured = true}};
   std::vector<int64_t> delays = flags.delays_us;
@@ -164,9 +147,43 @@ std::vector<Candidate> Candidates(const ModelConfig& base, const TuneFlags& flag
   return candidates;
 }
 
+// The threads phase: intra_op_thread_count 1, 2, 4, ... up to max_threads, on the best config of
+// the first pass. Only for backends that run an execution on a team (the ONNX engine).
+std::vector<Candidate> ThreadCandidates(const ModelConfig& base, const TuneFlags& flags) {
+  const BackendRegistry backends = BackendRegistry::WithBuiltins();
+  auto backend = backends.Select(base);
+  if (!backend.ok() || !(*backend)->UsesIntraOpThreads()) return {};
+  const int max_threads = flags.max_threads > 0 ? flags.max_threads
+                                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<Candidate> candidates;
+  for (int threads = 1; threads <= max_threads; threads *= 2) candidates.push_back({.threads = threads});
+  return candidates;
+}
+
+Candidate WithThreads(const Candidate& best, int threads) {
+  Candidate candidate = best;
+  candidate.threads = threads;
+  candidate.label = best.label + ", " + std::to_string(threads) + " intra-op thread(s)";
+  return candidate;
+}
+
+const Outcome* BestOf(const std::vector<Outcome>& outcomes) {
+  const Outcome* best = nullptr;
+  for (const Outcome& outcome : outcomes) {
+    if (outcome.best && (best == nullptr || outcome.best->throughput > best->best->throughput)) best = &outcome;
+  }
+  return best;
+}
+
 ModelConfig ConfigFor(const ModelConfig& base, const Candidate& candidate, double target_ms) {
-  if (candidate.as_configured) return base;
   ModelConfig config = base;
+  if (candidate.threads > 0) {
+    (*config.mutable_parameters())["intra_op_thread_count"].set_string_value(std::to_string(candidate.threads));
+  }
+  if (candidate.as_configured) return config;
+  // A team size or placement chosen for another instance count would not fit this one: the server
+  // derives both from the instance count unless the threads phase sets the team.
+  if (candidate.threads == 0) config.mutable_parameters()->erase("intra_op_thread_count");
   config.clear_instance_group();
   auto* group = config.add_instance_group();
   group->set_count(candidate.instances);
@@ -186,29 +203,15 @@ ModelConfig ConfigFor(const ModelConfig& base, const Candidate& candidate, doubl
   return config;
 }
 
-// The model's folder with this config.pbtxt and the original's other entries linked in.
-Status WriteModelFolder(const fs::path& original, const fs::path& copy, const ModelConfig& config) {
-  std::error_code error;
-  fs::create_directories(copy, error);
-  for (const auto& entry : fs::directory_iterator(original, error)) {
-    if (entry.path().filename() == "config.pbtxt") continue;
-    const fs::path link = copy / entry.path().filename();
-    if (!fs::exists(link)) fs::create_symlink(fs::absolute(entry.path()), link, error);
-    if (error) return Status::Internal("linking " + entry.path().string() + ": " + error.message());
-  }
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(config, &text);
-  std::ofstream(copy / "config.pbtxt") << text;
-  return Status::Ok();
-}
-
-Outcome Measure(const TuneFlags& flags, const Candidate& candidate, client::Client* client, const std::string& address) {
+Outcome Measure(const TuneFlags& flags, const ModelConfig& base, const Candidate& candidate, client::Client* client,
+                const ConnectionFlags& connection) {
   Outcome outcome{.candidate = candidate};
-  if (Status loaded = client->LoadModel(flags.model); !loaded.ok()) {
+  const ModelConfig config = ConfigFor(base, candidate, flags.latency_target_ms);
+  if (Status loaded = client->LoadModel(flags.model, ModelConfigToJson(config)); !loaded.ok()) {
     outcome.error = loaded.message();
     return outcome;
   }
-  BenchFlags bench{.connection = {.url = address}, .model = flags.model, .warmup_ms = 500, .shapes = flags.shapes,
+  BenchFlags bench{.connection = connection, .model = flags.model, .warmup_ms = 500, .shapes = flags.shapes,
                    .progress = false};
   bench.duration_s = flags.seconds_per_level;
   std::vector<double> levels;
@@ -230,16 +233,19 @@ Outcome Measure(const TuneFlags& flags, const Candidate& candidate, client::Clie
 }
 
 void PrintTable(const std::vector<Outcome>& outcomes, double target_ms) {
-  std::printf("%-52s %12s %12s %10s  %s\n", "config", "concurrency", "infer/s", "p99 ms", "within target");
+  int width = 52;  // the config column: as wide as the longest label
+  for (const Outcome& outcome : outcomes) width = std::max(width, static_cast<int>(outcome.candidate.label.size()));
+  std::printf("%-*s %12s %12s %10s  %s\n", width, "config", "concurrency", "infer/s", "p99 ms", "within target");
   for (const Outcome& outcome : outcomes) {
+    const char* label = outcome.candidate.label.c_str();
     if (!outcome.error.empty()) {
-      std::printf("%-52s %12s %12s %10s  error: %s\n", outcome.candidate.label.c_str(), "-", "-", "-", outcome.error.c_str());
+      std::printf("%-*s %12s %12s %10s  error: %s\n", width, label, "-", "-", "-", outcome.error.c_str());
     } else if (!outcome.best) {
-      std::printf("%-52s %12s %12s %10s  no (p99 above %g ms even at concurrency 1)\n", outcome.candidate.label.c_str(),
-                  "1", "-", "-", target_ms);
+      std::printf("%-*s %12s %12s %10s  no (p99 above %g ms even at concurrency 1)\n", width, label, "1", "-", "-",
+                  target_ms);
     } else {
-      std::printf("%-52s %12g %12.1f %10.2f  yes\n", outcome.candidate.label.c_str(), outcome.best->level,
-                  outcome.best->throughput, outcome.best->p99_ms);
+      std::printf("%-*s %12g %12.1f %10.2f  yes\n", width, label, outcome.best->level, outcome.best->throughput,
+                  outcome.best->p99_ms);
     }
   }
 }
@@ -247,7 +253,16 @@ void PrintTable(const std::vector<Outcome>& outcomes, double target_ms) {
 }  // namespace
 
 void AddTuneFlags(CLI::App* command, TuneFlags* flags) {
-  command->add_option("--model-repository", flags->repository, "The repository holding the model")->required();
+  auto* repository = command->add_option("--model-repository", flags->repository,
+                                         "Tune on a server of this binary's own over this repository (config.pbtxt is left as it is)");
+  auto* url = command->add_option("-u,--url", flags->connection.url,
+                                  "Tune on this running server instead (host:port); it serves each candidate "
+                                  "while tuning and gets its config back at the end");
+  repository->excludes(url);
+  url->excludes(repository);
+  command->add_option("-i,--protocol", flags->connection.protocol, "With -u: http or grpc")
+      ->check(CLI::IsMember({"http", "grpc"}))
+      ->capture_default_str();
   command->add_option("-m,--model", flags->model, "Model name")->required();
   command->add_option("--latency-target-ms", flags->latency_target_ms, "p99 latency each config must meet")
       ->required()
@@ -262,6 +277,10 @@ void AddTuneFlags(CLI::App* command, TuneFlags* flags) {
                       "Candidate max_queue_delay_microseconds values (default: 0 and a tenth of the target)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{60'000'000}));
+  command->add_option("--max-threads", flags->max_threads,
+                      "ONNX models: intra_op_thread_count tried on the best config, 1, 2, 4, ... up to this "
+                      "(default: this machine's CPUs)")
+      ->check(CLI::Range(1, 1024));
   command->add_option("--max-concurrency", flags->max_concurrency, "Closed-loop clients: 1, 2, 4, ... up to this")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
@@ -272,57 +291,95 @@ void AddTuneFlags(CLI::App* command, TuneFlags* flags) {
   command->add_option("--out", flags->out, "Where the best config.pbtxt goes (default: MODEL.tuned.pbtxt)");
 }
 
-int RunTune(const TuneFlags& flags) {
-  const fs::path original = fs::path(flags.repository) / flags.model;
-  auto base = EffectiveConfig(original, flags.model);
-  if (!base.ok()) return Fail(base.status());
-  if (IsComposite(*base)) return Fail(Status::InvalidArgument("an ensemble or router runs no instance of its own to tune"));
-  const std::vector<Candidate> candidates = Candidates(*base, flags);
+namespace {
 
+// Measures every candidate of the first pass, then the team sizes on the best of them.
+std::vector<Outcome> MeasureAll(const TuneFlags& flags, const ModelConfig& base, client::Client* client,
+                                const ConnectionFlags& connection) {
+  const std::vector<Candidate> candidates = Candidates(base, flags);
+  const std::vector<Candidate> team_sizes = ThreadCandidates(base, flags);
+  std::fprintf(stderr, "tuning '%s' on %s: %zu configs, p99 target %g ms\n", flags.model.c_str(),
+               connection.url.c_str(), candidates.size() + team_sizes.size(), flags.latency_target_ms);
+  ProgressBar progress("configs", candidates.size() + team_sizes.size());
+  progress.Update(0);
+  std::vector<Outcome> outcomes;
+  for (const Candidate& candidate : candidates) {
+    outcomes.push_back(Measure(flags, base, candidate, client, connection));
+    progress.Update(outcomes.size());
+  }
+  const Outcome* best = BestOf(outcomes);
+  if (best == nullptr) {
+    progress.Update(candidates.size() + team_sizes.size());
+    return outcomes;
+  }
+  const Candidate best_candidate = best->candidate;  // outcomes grows below
+  for (const Candidate& team : team_sizes) {
+    outcomes.push_back(Measure(flags, base, WithThreads(best_candidate, team.threads), client, connection));
+    progress.Update(outcomes.size());
+  }
+  return outcomes;
+}
+
+Status WriteBest(const TuneFlags& flags, const ModelConfig& base, const Outcome& best) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(ConfigFor(base, best.candidate, flags.latency_target_ms), &text);
+  const std::string out = flags.out.empty() ? flags.model + ".tuned.pbtxt" : flags.out;
+  std::ofstream file(out);
+  file << "# inferd tune: " << best.candidate.label << ": " << best.best->throughput << " infer/s at p99 "
+       << best.best->p99_ms << " ms (target " << flags.latency_target_ms << " ms), concurrency " << best.best->level
+       << "\n" << text;
+  if (!file) return Status::Internal("cannot write " + out);
+  std::printf("\nbest: %s (%.1f infer/s, p99 %.2f ms); written to %s\n", best.candidate.label.c_str(),
+              best.best->throughput, best.best->p99_ms, out.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunTune(const TuneFlags& flags) {
+  if (flags.repository.empty() == flags.connection.url.empty()) {
+    return Fail(Status::InvalidArgument("give either --model-repository (tune on a server of its own) or -u URL"));
+  }
+  // Local mode: a server of our own, its log in a folder of its own, both gone at the end.
   std::error_code ignored;
   const fs::path work = fs::temp_directory_path() / ("inferd-tune-" + std::to_string(::getpid()));
-  fs::create_directories(work / "repository", ignored);
-  if (Status written = WriteModelFolder(original, work / "repository" / flags.model, *base); !written.ok()) return Fail(written);
-  std::vector<Outcome> outcomes;
-  {
-    auto server = ChildServer::Start(work / "repository", flags.model, work / "server.log");
-    if (!server.ok()) return Fail(server.status());
-    auto client = ConnectFrom({.url = (*server)->address()});
-    if (!client.ok()) return Fail(client.status());
-    std::fprintf(stderr, "tuning '%s': %zu configs, p99 target %g ms (the server's log: %s)\n", flags.model.c_str(),
-                 candidates.size(), flags.latency_target_ms, (work / "server.log").c_str());
-    ProgressBar progress("configs", candidates.size());
-    progress.Update(0);
-    for (const Candidate& candidate : candidates) {
-      const ModelConfig config = ConfigFor(*base, candidate, flags.latency_target_ms);
-      if (Status written = WriteModelFolder(original, work / "repository" / flags.model, config); !written.ok()) {
-        return Fail(written);
-      }
-      outcomes.push_back(Measure(flags, candidate, client->get(), (*server)->address()));
-      progress.Update(outcomes.size());
+  std::unique_ptr<ChildServer> child;
+  ConnectionFlags connection = flags.connection;
+  if (!flags.repository.empty()) {
+    if (!fs::is_directory(fs::path(flags.repository) / flags.model)) {
+      return Fail(Status::NotFound("no model folder " + (fs::path(flags.repository) / flags.model).string()));
     }
+    fs::create_directories(work, ignored);
+    auto started = ChildServer::Start(flags.repository, flags.model, work / "server.log");
+    if (!started.ok()) return Fail(started.status());
+    child = std::move(started).value();
+    connection = {.url = child->address()};
   }
-  PrintTable(outcomes, flags.latency_target_ms);
-  const Outcome* best = nullptr;
-  for (const Outcome& outcome : outcomes) {
-    if (outcome.best && (best == nullptr || outcome.best->throughput > best->best->throughput)) best = &outcome;
-  }
+  auto client = ConnectFrom(connection);
+  if (!client.ok()) return Fail(client.status());
+  auto served_json = (*client)->GetModelConfigJson(flags.model);
+  if (!served_json.ok()) return Fail(served_json.status());
+  auto base = ModelConfigFromJson(*served_json, "model '" + flags.model + "' (as the server reports it)");
+  if (!base.ok()) return Fail(base.status());
+  if (IsComposite(*base)) return Fail(Status::InvalidArgument("an ensemble or router runs no instance of its own to tune"));
+
+  const std::vector<Outcome> outcomes = MeasureAll(flags, *base, client->get(), connection);
+  Status restored = Status::Ok();
+  if (!child) restored = (*client)->LoadModel(flags.model, *served_json);  // what it served before
+  child.reset();
   fs::remove_all(work, ignored);
+  PrintTable(outcomes, flags.latency_target_ms);
+  if (!restored.ok()) {
+    std::fprintf(stderr, "warning: '%s' could not get its config back: %s\n", flags.model.c_str(),
+                 restored.message().c_str());
+  }
+  const Outcome* best = BestOf(outcomes);
   if (best == nullptr) {
     std::fprintf(stderr, "no config met a p99 of %g ms: nothing written\n", flags.latency_target_ms);
     return 2;
   }
-  std::string text;
-  google::protobuf::TextFormat::PrintToString(ConfigFor(*base, best->candidate, flags.latency_target_ms), &text);
-  const std::string out = flags.out.empty() ? flags.model + ".tuned.pbtxt" : flags.out;
-  std::ofstream file(out);
-  file << "# inferd tune: " << best->candidate.label << ": " << best->best->throughput << " infer/s at p99 "
-       << best->best->p99_ms << " ms (target " << flags.latency_target_ms << " ms), concurrency " << best->best->level
-       << "\n" << text;
-  if (!file) return Fail(Status::Internal("cannot write " + out));
-  std::printf("\nbest: %s (%.1f infer/s, p99 %.2f ms); written to %s\n", best->candidate.label.c_str(),
-              best->best->throughput, best->best->p99_ms, out.c_str());
-  return 0;
+  if (Status written = WriteBest(flags, *base, *best); !written.ok()) return Fail(written);
+  return restored.ok() ? 0 : 1;
 }
 
 }  // namespace inferd

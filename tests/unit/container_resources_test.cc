@@ -10,30 +10,11 @@
 
 #include <unistd.h>
 
+#include "fake_cgroups.h"
+
 namespace inferd {
 namespace {
 namespace fs = std::filesystem;
-
-class FakeCgroups {
- public:
-  FakeCgroups() : root_(fs::temp_directory_path() / ("inferd_cgroups_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "proc");
-  }
-  ~FakeCgroups() { fs::remove_all(root_); }
-
-  void Write(const fs::path& relative, const std::string& text) {
-    fs::create_directories((root_ / relative).parent_path());
-    std::ofstream(root_ / relative) << text;
-  }
-  CgroupFiles files() const {
-    return {.proc_self_cgroup = root_ / "proc/cgroup", .proc_self_mountinfo = root_ / "proc/mountinfo", .root = root_};
-  }
-
- private:
-  fs::path root_;
-};
 
 const int kOnline = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 

@@ -118,6 +118,7 @@ class OnnxBackend final : public Backend {
  public:
   std::string_view name() const override { return "onnxruntime"; }
   std::string DefaultModelFilename() const override { return "model.onnx"; }
+  bool UsesIntraOpThreads() const override { return true; }
 
   StatusOr<std::unique_ptr<Model>> Load(const ModelConfig& config, const LoadOptions& options) override {
     const fs::path file = options.version_dir / ModelFile(config);
