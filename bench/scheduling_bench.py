@@ -9,7 +9,10 @@ into .cache/models) and a real `inferd serve`, driven by `inferd bench`:
       A light model's p99 (mlp, open loop) alone and while a heavy one (resnet50) is saturated
       (closed loop) or overloaded 2x (open loop at twice its capacity alone, queue bound 16): with
       nothing, with parameters[cpus] keeping them on different CPUs, with the heavy one at
-      parameters[nice] 19, and with both.
+      parameters[nice] 19, with both, and with parameters[cpu_weight] (light 1000, heavy 10).
+  /usr/bin/python3 bench/scheduling_bench.py share [--secs 10] [--concurrency 2] [--rounds 3]
+      Two resnet50 copies saturated at once: each one's throughput with equal standing, with
+      parameters[cpu_weight] 1000 against 10, and with nice 0 against 19.
 
 Latencies are the client's, from the intended send time (no coordinated omission). An open loop
 gets every request answered whatever the config, so infer/s is the offered load; what a config
@@ -118,6 +121,17 @@ def heavy_capacity(args):
             server.stop()
 
 
+def instance_cgroup(server, thread_name):
+    """The cgroup (cpu line of /proc/PID/task/TID/cgroup) and nice value of a thread so named."""
+    for task in Path(f"/proc/{server.proc.pid}/task").iterdir():
+        if (task / "comm").read_text().strip() == thread_name:
+            lines = (task / "cgroup").read_text().splitlines()
+            group = next((l for l in lines if "cpu" in l.split(":")[1].split(",")), lines[-1])
+            nice = int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
+            return f"{group}, nice {nice}"
+    return "not found"
+
+
 def run_isolation(args):
     print(f"CPU flags: {cpu_flags()}\n")
     ensure_models(["mlp", "resnet50"])
@@ -128,12 +142,17 @@ def run_isolation(args):
     placed = (f'parameters {{ key: "cpus" value: {{ string_value: "{light_cpus}" }} }}',
               f'parameters {{ key: "cpus" value: {{ string_value: "{heavy_cpus}" }} }}')
     niced = 'parameters { key: "nice" value: { string_value: "19" } }'
+    weight = 'parameters {{ key: "cpu_weight" value: {{ string_value: "{}" }} }}'.format
     setups = {
         "shared (no placement)": ("", ""),
         f"placed: light on CPU {light_cpus}, heavy on {heavy_cpus}": placed,
         "heavy at nice 19": ("", niced),
         "placed, heavy at nice 19": (placed[0], placed[1] + "\n" + niced),
+        "cpu_weight: light 1000, heavy 10": (weight(1000), weight(10)),
     }
+    if args.setups:
+        wanted = args.setups.split(",")
+        setups = {label: bodies for label, bodies in setups.items() if any(label.startswith(w) for w in wanted)}
     if args.heavy_load == "overload":
         capacity = heavy_capacity(args)
         heavy_args = ["--request-rate", f"{2 * capacity:.1f}", "--duration", str(args.secs + 4), "--warmup-ms", "2000"]
@@ -154,6 +173,8 @@ def run_isolation(args):
             alone, loaded, heavy_rows = [], [], []
             try:
                 bench(server, "light", "--rate-schedule", f"{args.light_rate}:2")  # warm
+                if "cpu_weight" in label:  # where the weights went: cgroups, or the nice fallback
+                    print(f"<!-- light's instance thread: {instance_cgroup(server, 'i:light')} -->")
                 for _ in range(args.rounds):  # alternating, so drift of the machine hits both alike
                     alone.append(light_p99(server, args.light_rate, args.secs)["p99_ms"])
                     heavy = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "heavy",
@@ -167,6 +188,45 @@ def run_isolation(args):
         alone_p99, loaded_p99 = statistics.median(alone), statistics.median(loaded)
         print(f"| {label} | {alone_p99:.2f} | {loaded_p99:.2f} | {loaded_p99 / alone_p99:.2f} | "
               f"{statistics.median(heavy_rows):.1f} |", flush=True)
+
+
+def run_share(args):
+    """Two copies of resnet50 saturated at once: each one's infer/s with equal standing, with
+    cpu_weight 1000 against 10, and with nice 0 against 19. A weight is a share of the CPU under
+    contention, so this is where it shows (a light model's latency is run_isolation's question)."""
+    print(f"CPU flags: {cpu_flags()}\n")
+    ensure_models(["resnet50"])
+    weight = 'parameters {{ key: "cpu_weight" value: {{ string_value: "{}" }} }}'.format
+    setups = {
+        "equal": ("", ""),
+        "cpu_weight: a 1000, b 10": (weight(1000), weight(10)),
+        "nice: a 0, b 19": ("", 'parameters { key: "nice" value: { string_value: "19" } }'),
+    }
+    print(f"resnet50 twice (a, b), batch-1 requests, closed loop with {args.concurrency} clients each, "
+          f"{args.secs} s, both at once; median of {args.rounds} rounds.\n")
+    print("| setup | a infer/s | b infer/s | a share | b's instance thread |")
+    print("|---|---:|---:|---:|---|")
+    for label, (a_body, b_body) in setups.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = repository(Path(tmp), {"a": ("resnet50", a_body), "b": ("resnet50", b_body)}, max_batch=1)
+            server = Inferd(repo)
+            a_rows, b_rows = [], []
+            try:
+                for model in ("a", "b"):
+                    bench(server, model, "--concurrency", "1", "--duration", "2")  # warm
+                where = instance_cgroup(server, "i:b")
+                for _ in range(args.rounds):
+                    runs = {model: subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", model,
+                                                     "--format", "json", "--concurrency", str(args.concurrency),
+                                                     "--duration", str(args.secs), "--warmup-ms", "1000"],
+                                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            for model in ("a", "b")}
+                    a_rows.append(json.loads(runs["a"].communicate(timeout=120)[0])[0]["throughput"])
+                    b_rows.append(json.loads(runs["b"].communicate(timeout=120)[0])[0]["throughput"])
+            finally:
+                server.stop()
+        a, b = statistics.median(a_rows), statistics.median(b_rows)
+        print(f"| {label} | {a:.1f} | {b:.1f} | {a / (a + b):.2f} | {where} |", flush=True)
 
 
 def main():
@@ -183,8 +243,13 @@ def main():
     isolation.add_argument("--rounds", type=int, default=3)
     isolation.add_argument("--heavy-load", choices=["saturate", "overload"], default="saturate",
                            help="saturate: closed loop; overload: open loop at twice its capacity alone")
+    isolation.add_argument("--setups", default="", help="comma-separated label prefixes (default: all)")
+    share = sub.add_parser("share")
+    share.add_argument("--secs", type=float, default=10)
+    share.add_argument("--concurrency", type=int, default=2)
+    share.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    {"adaptive": run_adaptive, "isolation": run_isolation}[args.what](args)
+    {"adaptive": run_adaptive, "isolation": run_isolation, "share": run_share}[args.what](args)
 
 
 if __name__ == "__main__":
