@@ -13,6 +13,9 @@ into .cache/models) and a real `inferd serve`, driven by `inferd bench`:
   /usr/bin/python3 bench/scheduling_bench.py share [--secs 10] [--concurrency 2] [--rounds 3]
       Two resnet50 copies saturated at once: each one's throughput with equal standing, with
       parameters[cpu_weight] 1000 against 10, and with nice 0 against 19.
+  /usr/bin/python3 bench/scheduling_bench.py priority [--secs 8] [--high-rate 5] [--max-batch 1] [--rounds 3]
+      Priority levels within one model (resnet50, 2 levels) under a 2x overload of level 2:
+      level 1's p99 alone and under the flood.
 
 Latencies are the client's, from the intended send time (no coordinated omission). An open loop
 gets every request answered whatever the config, so infer/s is the offered load; what a config
@@ -229,6 +232,41 @@ def run_share(args):
         print(f"| {label} | {a:.1f} | {b:.1f} | {a / (a + b):.2f} | {where} |", flush=True)
 
 
+def run_priority(args):
+    """Priority levels within one model under a 2x overload: resnet50 with 2 levels, level 2 (the
+    default) flooded open loop at twice the model's capacity alone (its queue bounded, so the
+    overload is shed), level 1 at a low open-loop rate. Level 1's p99 alone and under the flood."""
+    print(f"CPU flags: {cpu_flags()}\n")
+    ensure_models(["resnet50"])
+    capacity = heavy_capacity(args)
+    print(f"resnet50, max_batch_size {args.max_batch}, dynamic_batching with 2 priority levels; level 2 "
+          f"open loop at {2 * capacity:.1f}/s (2x its capacity alone, {capacity:.1f}/s), queue bound 16; level 1 "
+          f"open loop at {args.high_rate}/s. Median of {args.rounds} alternating rounds.\n")
+    body = ("dynamic_batching { priority_levels: 2 default_priority_level: 2\n"
+            "  priority_queue_policy { key: 2 value: { max_queue_size: 16 } } }")
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Inferd(repository(Path(tmp), {"m": ("resnet50", body)}, max_batch=args.max_batch))
+        alone, loaded, flood_rows = [], [], []
+        try:
+            high = ["--priority", "1", "--rate-schedule", f"{args.high_rate}:{args.secs}"]
+            bench(server, "m", "--rate-schedule", f"{args.high_rate}:2")  # warm
+            for _ in range(args.rounds):
+                alone.append(bench(server, "m", *high)[0]["p99_ms"])
+                flood = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "m", "--format", "json",
+                                          "--request-rate", f"{2 * capacity:.1f}", "--duration", str(args.secs + 4),
+                                          "--warmup-ms", "2000"],
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                time.sleep(2)
+                loaded.append(bench(server, "m", *high)[0]["p99_ms"])
+                flood_rows.append(json.loads(flood.communicate(timeout=120)[0])[0]["throughput"])
+        finally:
+            server.stop()
+    a, b = statistics.median(alone), statistics.median(loaded)
+    print("| level 1 p99 alone ms | level 1 p99 under the flood ms | ratio | level 2 infer/s answered |")
+    print("|---:|---:|---:|---:|")
+    print(f"| {a:.1f} | {b:.1f} | {b / a:.2f} | {statistics.median(flood_rows):.1f} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what", required=True)
@@ -248,8 +286,14 @@ def main():
     share.add_argument("--secs", type=float, default=10)
     share.add_argument("--concurrency", type=int, default=2)
     share.add_argument("--rounds", type=int, default=3)
+    priority = sub.add_parser("priority")
+    priority.add_argument("--secs", type=float, default=8)
+    priority.add_argument("--high-rate", type=float, default=5)
+    priority.add_argument("--max-batch", type=int, default=1)
+    priority.add_argument("--heavy-concurrency", type=int, default=4)
+    priority.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    {"adaptive": run_adaptive, "isolation": run_isolation, "share": run_share}[args.what](args)
+    {"adaptive": run_adaptive, "isolation": run_isolation, "share": run_share, "priority": run_priority}[args.what](args)
 
 
 if __name__ == "__main__":
