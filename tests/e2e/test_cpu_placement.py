@@ -148,6 +148,11 @@ def test_cpu_weight_puts_the_instances_in_a_weighted_cgroup_or_says_why_not(serv
         assert "model 'weighted' v1: cpu_weight 400 applied as nice -6" in server.logs()
         assert nice_values(server, "i:weighted") == [-6]
         return
+    if "an instance runs outside its cgroup" in server.logs():
+        # The hierarchy looked manageable but the kernel refused the groups (v2: another process
+        # shares the process's group): the same fallback, with the kernel's reason in the log.
+        assert nice_values(server, "i:weighted") == [-6]
+        return
     assert "instance threads in a cgroup of cpu_weight 400" in server.logs()
     version, path = cpu_cgroup_of(pid, tids[0])
     assert path.endswith(f"/inferd-{pid}/model-weighted"), path
