@@ -60,6 +60,17 @@ def bench(server, model, *args, timeout=600):
     return json.loads(result.stdout)
 
 
+def start_bench(server, model, *args):
+    """`inferd bench` in the background (JSON on stdout), for load that runs beside a measurement."""
+    return subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", model, "--format", "json", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def throughput_of(background):
+    """The infer/s a start_bench run reports when it ends."""
+    return json.loads(background.communicate(timeout=120)[0])[0]["throughput"]
+
+
 def configs(target_ms):
     """label -> (max_batch_size, config body): the static choices a user might make, and the target."""
     delay_us = int(target_ms * 1000 / 4)
@@ -180,12 +191,10 @@ def run_isolation(args):
                     print(f"<!-- light's instance thread: {instance_cgroup(server, 'i:light')} -->")
                 for _ in range(args.rounds):  # alternating, so drift of the machine hits both alike
                     alone.append(light_p99(server, args.light_rate, args.secs)["p99_ms"])
-                    heavy = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "heavy",
-                                              "--format", "json", *heavy_args],
-                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    heavy = start_bench(server, "heavy", *heavy_args)
                     time.sleep(2)
                     loaded.append(light_p99(server, args.light_rate, args.secs)["p99_ms"])
-                    heavy_rows.append(json.loads(heavy.communicate(timeout=120)[0])[0]["throughput"])
+                    heavy_rows.append(throughput_of(heavy))
             finally:
                 server.stop()
         alone_p99, loaded_p99 = statistics.median(alone), statistics.median(loaded)
@@ -219,13 +228,11 @@ def run_share(args):
                     bench(server, model, "--concurrency", "1", "--duration", "2")  # warm
                 where = instance_cgroup(server, "i:b")
                 for _ in range(args.rounds):
-                    runs = {model: subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", model,
-                                                     "--format", "json", "--concurrency", str(args.concurrency),
-                                                     "--duration", str(args.secs), "--warmup-ms", "1000"],
-                                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                    runs = {model: start_bench(server, model, "--concurrency", str(args.concurrency), "--duration", str(args.secs),
+                                               "--warmup-ms", "1000")
                             for model in ("a", "b")}
-                    a_rows.append(json.loads(runs["a"].communicate(timeout=120)[0])[0]["throughput"])
-                    b_rows.append(json.loads(runs["b"].communicate(timeout=120)[0])[0]["throughput"])
+                    a_rows.append(throughput_of(runs["a"]))
+                    b_rows.append(throughput_of(runs["b"]))
             finally:
                 server.stop()
         a, b = statistics.median(a_rows), statistics.median(b_rows)
@@ -252,13 +259,11 @@ def run_priority(args):
             bench(server, "m", "--rate-schedule", f"{args.high_rate}:2")  # warm
             for _ in range(args.rounds):
                 alone.append(bench(server, "m", *high)[0]["p99_ms"])
-                flood = subprocess.Popen([INFERD, "bench", "-u", server.url.split("//")[1], "-m", "m", "--format", "json",
-                                          "--request-rate", f"{2 * capacity:.1f}", "--duration", str(args.secs + 4),
-                                          "--warmup-ms", "2000"],
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                flood = start_bench(server, "m", "--request-rate", f"{2 * capacity:.1f}", "--duration", str(args.secs + 4),
+                                    "--warmup-ms", "2000")
                 time.sleep(2)
                 loaded.append(bench(server, "m", *high)[0]["p99_ms"])
-                flood_rows.append(json.loads(flood.communicate(timeout=120)[0])[0]["throughput"])
+                flood_rows.append(throughput_of(flood))
         finally:
             server.stop()
     a, b = statistics.median(alone), statistics.median(loaded)
@@ -274,24 +279,24 @@ def main():
     adaptive.add_argument("--models", default="mlp,resnet50")
     adaptive.add_argument("--phase-secs", type=float, default=6)
     adaptive.add_argument("--rounds", type=int, default=3)
-    isolation = sub.add_parser("isolation")
-    isolation.add_argument("--secs", type=float, default=8)
+    def measured(name, secs):
+        """A mode measured in rounds of `secs` seconds."""
+        mode = sub.add_parser(name)
+        mode.add_argument("--secs", type=float, default=secs)
+        mode.add_argument("--rounds", type=int, default=3)
+        return mode
+
+    isolation = measured("isolation", 8)
     isolation.add_argument("--light-rate", type=float, default=200)
     isolation.add_argument("--heavy-concurrency", type=int, default=4)
-    isolation.add_argument("--rounds", type=int, default=3)
     isolation.add_argument("--heavy-load", choices=["saturate", "overload"], default="saturate",
                            help="saturate: closed loop; overload: open loop at twice its capacity alone")
     isolation.add_argument("--setups", default="", help="comma-separated label prefixes (default: all)")
-    share = sub.add_parser("share")
-    share.add_argument("--secs", type=float, default=10)
-    share.add_argument("--concurrency", type=int, default=2)
-    share.add_argument("--rounds", type=int, default=3)
-    priority = sub.add_parser("priority")
-    priority.add_argument("--secs", type=float, default=8)
+    measured("share", 10).add_argument("--concurrency", type=int, default=2)
+    priority = measured("priority", 8)
     priority.add_argument("--high-rate", type=float, default=5)
     priority.add_argument("--max-batch", type=int, default=1)
     priority.add_argument("--heavy-concurrency", type=int, default=4)
-    priority.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     {"adaptive": run_adaptive, "isolation": run_isolation, "share": run_share, "priority": run_priority}[args.what](args)
 

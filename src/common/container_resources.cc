@@ -17,14 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string ReadSmallFile(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string_view Trim(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
@@ -86,6 +78,14 @@ std::optional<std::string> GroupPath(const std::string& proc_cgroup, int version
 }
 
 }  // namespace
+
+std::string ReadSmallFile(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 std::optional<CgroupDir> FindCgroupDir(const CgroupFiles& files, std::string_view controller) {
   const Hierarchy hierarchy = FindHierarchy(ReadSmallFile(files.proc_self_mountinfo), controller);

@@ -62,6 +62,9 @@ std::optional<int64_t> MemoryWorkingSetBytes(const ContainerResources& resources
 // pod's QoS class does for its containers.
 Status SetOomScoreAdjustment(int value);
 
+// A small kernel file's text (a cgroup or /proc file); empty when it cannot be read.
+std::string ReadSmallFile(const std::filesystem::path& path);
+
 // The directory of the process's group in the hierarchy that holds `controller` ("cpu",
 // "memory"): a v1 hierarchy naming it, else the v2 one (whose cgroup.controllers may still lack
 // it). nullopt when no cgroup file system is mounted.

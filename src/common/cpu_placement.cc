@@ -8,16 +8,17 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
+#include <cmath>
 #include <cstring>
+
+#include "common/option_list.h"  // ParseWholeNumber
 
 namespace inferd {
 namespace {
 
 StatusOr<int> ParseCpu(std::string_view text, std::string_view whole) {
   int cpu = -1;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), cpu);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || cpu < 0 || cpu >= CPU_SETSIZE) {
+  if (!ParseWholeNumber(text, &cpu) || cpu < 0 || cpu >= CPU_SETSIZE) {
     return Status::InvalidArgument("'" + std::string(whole) + "' is not a CPU list like 0-3,8 (CPUs 0.." +
                                    std::to_string(CPU_SETSIZE - 1) + ")");
   }
@@ -96,11 +97,24 @@ Status PinCurrentThread(const CpuList& cpus) {
 
 StatusOr<int> ParseNice(std::string_view text) {
   int nice = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), nice);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || nice < -20 || nice > 19) {
+  if (!ParseWholeNumber(text, &nice) || nice < -20 || nice > 19) {
     return Status::InvalidArgument("'" + std::string(text) + "' is not a nice value in -20..19");
   }
   return nice;
+}
+
+StatusOr<int> ParseCpuWeight(std::string_view text) {
+  int weight = 0;
+  if (!ParseWholeNumber(text, &weight) || weight < 1 || weight > 10000) {
+    return Status::InvalidArgument("'cpu_weight' needs an integer from 1 to 10000 (100: an even share), got '" +
+                                   std::string(text) + "'");
+  }
+  return weight;
+}
+
+int NiceForCpuWeight(int weight) {
+  const double nice = -std::log(static_cast<double>(std::max(weight, 1)) / 100.0) / std::log(1.25);
+  return std::clamp(static_cast<int>(std::lround(nice)), -20, 19);
 }
 
 Status SetCurrentThreadNice(int nice) {

@@ -38,4 +38,12 @@ StatusOr<int> ParseNice(std::string_view text);
 // Sets the calling thread's nice value.
 Status SetCurrentThreadNice(int nice);
 
+// parameters { key: "cpu_weight" value: { string_value: "400" } }: a model's share of the CPU on
+// cgroup v2's cpu.weight scale (common/cpu_weight_groups.h). "400" -> 400; an error for anything
+// but an integer in [1, 10000].
+StatusOr<int> ParseCpuWeight(std::string_view text);
+// The nice value whose CFS weight relative to nice 0 matches `weight` relative to 100, in -20..19:
+// -log(weight / 100) / log(1.25), each nice step being a factor of 1.25 in CFS.
+int NiceForCpuWeight(int weight);
+
 }  // namespace inferd

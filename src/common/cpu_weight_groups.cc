@@ -6,22 +6,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace inferd {
 namespace fs = std::filesystem;
 namespace {
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  return text.str();
-}
 
 // Whether a space-separated cgroup list ("cpu io memory") holds `word`.
 bool ListsWord(const std::string& list, std::string_view word) {
@@ -64,22 +54,6 @@ std::string GroupName(const std::string& model) {
 
 }  // namespace
 
-StatusOr<int> ParseCpuWeight(std::string_view text) {
-  int weight = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), weight);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || weight < kMinCpuWeight ||
-      weight > kMaxCpuWeight) {
-    return Status::InvalidArgument("'cpu_weight' needs an integer from 1 to 10000 (100: an even share), got '" +
-                                   std::string(text) + "'");
-  }
-  return weight;
-}
-
-int NiceForCpuWeight(int weight) {
-  const double nice = -std::log(static_cast<double>(std::max(weight, 1)) / 100.0) / std::log(1.25);
-  return std::clamp(static_cast<int>(std::lround(nice)), -20, 19);
-}
-
 CpuWeightGroups::CpuWeightGroups(const CgroupFiles& files) {
   const std::optional<CgroupDir> group = FindCgroupDir(files, "cpu");
   if (!group) {
@@ -87,7 +61,7 @@ CpuWeightGroups::CpuWeightGroups(const CgroupFiles& files) {
     return;
   }
   if (group->version == 2) {
-    const std::string controllers = ReadFile(group->dir / "cgroup.controllers");
+    const std::string controllers = ReadSmallFile(group->dir / "cgroup.controllers");
     if (!ListsWord(controllers, "cpu")) {
       unavailable_reason_ = "the cgroup v2 group " + group->dir.string() + " is not given the cpu controller " +
                             "(its cgroup.controllers: '" + std::string(controllers.substr(0, controllers.find('\n'))) +
@@ -151,7 +125,7 @@ Status CpuWeightGroups::SetUpProcessGroup() {
   RETURN_IF_ERROR(MakeDirectory(own_));
   const std::string pid = std::to_string(::getpid());
   RETURN_IF_ERROR(WriteValue(own_ / "cgroup.procs", pid));
-  if (version_ == 2 && !ListsWord(ReadFile(parent_ / "cgroup.subtree_control"), "cpu")) {
+  if (version_ == 2 && !ListsWord(ReadSmallFile(parent_ / "cgroup.subtree_control"), "cpu")) {
     if (Status enabled = WriteValue(parent_ / "cgroup.subtree_control", "+cpu"); !enabled.ok()) {
       (void)WriteValue(parent_ / "cgroup.procs", pid);
       ::rmdir(own_.c_str());
@@ -182,10 +156,10 @@ Status CpuWeightGroups::JoinCurrentThread(const std::string& model, int weight) 
     return WriteValue(group / "tasks", tid);
   }
   // A threaded child makes own_ a threaded domain, where cpu may be enabled beside the process.
-  if (ReadFile(group / "cgroup.type").find("threaded") == std::string::npos) {
+  if (ReadSmallFile(group / "cgroup.type").find("threaded") == std::string::npos) {
     RETURN_IF_ERROR(WriteValue(group / "cgroup.type", "threaded"));
   }
-  if (!ListsWord(ReadFile(own_ / "cgroup.subtree_control"), "cpu")) {
+  if (!ListsWord(ReadSmallFile(own_ / "cgroup.subtree_control"), "cpu")) {
     RETURN_IF_ERROR(WriteValue(own_ / "cgroup.subtree_control", "+cpu"));
   }
   RETURN_IF_ERROR(WriteValue(group / "cpu.weight", std::to_string(weight)));

@@ -29,17 +29,11 @@
 #include <string_view>
 
 #include "common/container_resources.h"
+#include "common/cpu_placement.h"  // ParseCpuWeight, NiceForCpuWeight
 #include "common/mutex.h"
 #include "common/status.h"
 
 namespace inferd {
-
-constexpr int kMinCpuWeight = 1, kMaxCpuWeight = 10000;
-
-// "400" -> 400; an error for anything but an integer in [1, 10000].
-StatusOr<int> ParseCpuWeight(std::string_view text);
-// The nice value whose CFS weight relative to nice 0 matches `weight` relative to 100, in -20..19.
-int NiceForCpuWeight(int weight);
 
 class CpuWeightGroups {
  public:

@@ -419,8 +419,7 @@ StatusOr<int> IntraOpThreadCount(const ModelConfig& config) {
   const std::optional<std::string> text = ConfigParameter(config, "intra_op_thread_count");
   if (!text) return 0;
   int threads = 0;
-  auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), threads);
-  if (text->empty() || error != std::errc() || end != text->data() + text->size() || threads < 1 || threads > 1024) {
+  if (!ParseWholeNumber(*text, &threads) || threads < 1 || threads > 1024) {
     return Status::InvalidArgument("'intra_op_thread_count' needs an integer from 1 to 1024, got '" + *text + "'");
   }
   return threads;

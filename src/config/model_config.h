@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/cpu_placement.h"
-#include "common/cpu_weight_groups.h"  // ParseCpuWeight
 #include "common/option_list.h"  // ParseOptionList, for the parameters read here
 #include "common/status.h"
 #include "common/tensor.h"

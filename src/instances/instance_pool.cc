@@ -95,11 +95,9 @@ void InstancePool::PlaceThisInstance(const CpuList& cpus) const {
     CpuWeightGroups& groups = ProcessCpuWeightGroups();
     if (groups.available()) {
       Status joined = groups.JoinCurrentThread(model_name_, *cpu_policy_.cpu_weight);
-      if (!joined.ok()) {
-        spdlog::error("model '{}' v{}: an instance runs outside its cgroup, at a nice value for its weight: {}",
-                      model_name_, model_version_, joined.message());
-      }
       if (joined.ok()) return;
+      spdlog::error("model '{}' v{}: an instance runs outside its cgroup, at a nice value for its weight: {}",
+                    model_name_, model_version_, joined.message());
     }
     nice = NiceForCpuWeight(*cpu_policy_.cpu_weight);
   }

@@ -148,16 +148,16 @@ std::vector<Candidate> Candidates(const ModelConfig& base, const TuneFlags& flag
 }
 
 // The threads phase: intra_op_thread_count 1, 2, 4, ... up to max_threads, on the best config of
-// the first pass. Only for backends that run an execution on a team (the ONNX engine).
-std::vector<Candidate> ThreadCandidates(const ModelConfig& base, const TuneFlags& flags) {
+// the first pass. None for backends that do not run an execution on a team (only the ONNX engine does).
+std::vector<int> TeamSizes(const ModelConfig& base, const TuneFlags& flags) {
   const BackendRegistry backends = BackendRegistry::WithBuiltins();
   auto backend = backends.Select(base);
   if (!backend.ok() || !(*backend)->UsesIntraOpThreads()) return {};
   const int max_threads = flags.max_threads > 0 ? flags.max_threads
                                                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::vector<Candidate> candidates;
-  for (int threads = 1; threads <= max_threads; threads *= 2) candidates.push_back({.threads = threads});
-  return candidates;
+  std::vector<int> sizes;
+  for (int threads = 1; threads <= max_threads; threads *= 2) sizes.push_back(threads);
+  return sizes;
 }
 
 Candidate WithThreads(const Candidate& best, int threads) {
@@ -297,7 +297,7 @@ namespace {
 std::vector<Outcome> MeasureAll(const TuneFlags& flags, const ModelConfig& base, client::Client* client,
                                 const ConnectionFlags& connection) {
   const std::vector<Candidate> candidates = Candidates(base, flags);
-  const std::vector<Candidate> team_sizes = ThreadCandidates(base, flags);
+  const std::vector<int> team_sizes = TeamSizes(base, flags);
   std::fprintf(stderr, "tuning '%s' on %s: %zu configs, p99 target %g ms\n", flags.model.c_str(),
                connection.url.c_str(), candidates.size() + team_sizes.size(), flags.latency_target_ms);
   ProgressBar progress("configs", candidates.size() + team_sizes.size());
@@ -313,8 +313,8 @@ std::vector<Outcome> MeasureAll(const TuneFlags& flags, const ModelConfig& base,
     return outcomes;
   }
   const Candidate best_candidate = best->candidate;  // outcomes grows below
-  for (const Candidate& team : team_sizes) {
-    outcomes.push_back(Measure(flags, base, WithThreads(best_candidate, team.threads), client, connection));
+  for (int threads : team_sizes) {
+    outcomes.push_back(Measure(flags, base, WithThreads(best_candidate, threads), client, connection));
     progress.Update(outcomes.size());
   }
   return outcomes;
