@@ -14,8 +14,10 @@
 
 #include "client/transports.h"
 #include "common/mutex.h"
+#include "common/string_pool.h"
 #include "frontends/http/kserve_codec.h"
 #include "frontends/http/lifecycle_codec.h"
+#include "frontends/http/pooled_string_body.h"
 
 namespace inferd::client {
 namespace {
@@ -117,16 +119,17 @@ class HttpConnection {
   StatusOr<HttpReply> SendOnce(http::verb method, const std::string& target, const std::string& body,
                                std::optional<size_t> json_length) {
     if (!stream_.socket().is_open()) RETURN_IF_ERROR(Connect());
-    http::request<http::string_body> request{method, target, 11};
+    // The caller's body is sent from where it is (a span), not copied into the request.
+    http::request<http::span_body<const char>> request{method, target, 11};
     request.set(http::field::host, host_);
     request.keep_alive(true);
     if (method == http::verb::post) {
       request.set(http::field::content_type, json_length ? "application/octet-stream" : "application/json");
       if (json_length) request.set("Inference-Header-Content-Length", std::to_string(*json_length));
-      request.body() = body;
+      request.body() = http::span_body<const char>::value_type(body.data(), body.size());
       request.prepare_payload();
     }
-    http::response_parser<http::string_body> parser;
+    http::response_parser<PooledStringBody> parser;
     parser.body_limit(kMaxResponseBytes);
     beast::error_code error;
     ArmTimer();
@@ -397,8 +400,9 @@ class HttpClient final : public Client {
     ASSIGN_OR_RETURN(HttpReply reply, Exchange(http::verb::post, ModelPath(request.model_name, request.model_version) +
                                                                      "/infer",
                                                encoded.body, encoded.json_length));
+    BodyStringPool().Give(std::move(encoded.body));
     if (reply.status != 200) return ErrorFromReply(reply);
-    return ParseInferResponse(std::make_shared<const std::string>(std::move(reply.body)), reply.json_length);
+    return ParseInferResponse(BodyStringPool().Share(std::move(reply.body)), reply.json_length);
   }
 
   void InferAsync(const InferRequest& request, InferCallback done) override {

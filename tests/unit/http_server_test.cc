@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -90,6 +92,14 @@ class HttpServerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
   }
 
+  // Answers every request with its body, as read.
+  void StartEchoServer() {
+    server_ = std::make_unique<HttpServer>(
+        HttpServerOptions{.address = "127.0.0.1", .port = 0, .io_threads = 2, .idle_timeout = 5s},
+        [](HttpRequest request, Responder respond) { respond({200, "application/octet-stream", *request.body, {}}); });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
   void TearDown() override {
     server_->Stop();
     for (auto& answerer : answerers_) answerer.join();
@@ -134,6 +144,36 @@ TEST_F(HttpServerTest, NeverClosesAConnectionWaitingForItsAnswer) {
   Client client(server_->port());
   client.Send(kRequest);
   EXPECT_NE(client.ReadAnswer().find("pong"), std::string::npos);
+}
+
+std::string Pattern(size_t bytes, char first) {
+  std::string body(bytes, ' ');
+  for (size_t i = 0; i < bytes; ++i) body[i] = static_cast<char>(first + i % 23);
+  return body;
+}
+
+std::string BodyOf(const std::string& answer) { return answer.substr(answer.find("\r\n\r\n") + 4); }
+
+// Large bodies are read into pooled strings: one connection's bodies, each smaller than the one
+// before (so each reuses an earlier one's string), arrive whole with nothing of the one before,
+// whether sized by Content-Length or chunked.
+TEST_F(HttpServerTest, LargeBodiesArriveWholeOneAfterAnother) {
+  StartEchoServer();
+  Client client(server_->port());
+  for (const auto& [bytes, first] : {std::pair<size_t, char>{400 * 1024, 'a'}, {300 * 1024, 'A'}, {200 * 1024, '0'}}) {
+    const std::string body = Pattern(bytes, first);
+    client.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(bytes) + "\r\n\r\n" + body);
+    EXPECT_EQ(BodyOf(client.ReadAnswer()), body) << bytes << " bytes";
+  }
+  const std::string chunked = Pattern(150 * 1024, 'k');
+  std::string request = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (size_t at = 0; at < chunked.size(); at += 50 * 1024) {
+    char size[16];
+    snprintf(size, sizeof size, "%zx\r\n", std::min<size_t>(50 * 1024, chunked.size() - at));
+    request += size + chunked.substr(at, 50 * 1024) + "\r\n";
+  }
+  client.Send(request + "0\r\n\r\n");
+  EXPECT_EQ(BodyOf(client.ReadAnswer()), chunked);
 }
 
 }  // namespace

@@ -14,8 +14,11 @@
 #include <boost/beast/http.hpp>
 #include <charconv>
 #include <chrono>
+#include <utility>
 
+#include "common/string_pool.h"
 #include "frontends/http/kserve_codec.h"  // ErrorJson
+#include "frontends/http/pooled_string_body.h"
 
 namespace inferd {
 namespace {
@@ -186,7 +189,7 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       request.inference_header_length = length;
     }
-    request.body = std::make_shared<const std::string>(std::move(message.body()));
+    request.body = BodyStringPool().Share(std::move(message.body()));
     in_progress_->fetch_add(1);
     counted_ = true;
     handler_(std::move(request), [self = shared_from_this()](HttpResponse response) {
@@ -202,7 +205,7 @@ class Session : public std::enable_shared_from_this<Session> {
     answer_body_ = std::move(response.body);
     std::array<net::const_buffer, 2> answer{net::buffer(answer_head_), net::buffer(answer_body_)};
     net::async_write(socket_, answer, [self = shared_from_this(), keep_alive](error_code ec, size_t) {
-      std::string().swap(self->answer_body_);  // an idle connection holds no answer (it may be 600 KB)
+      BodyStringPool().Give(std::exchange(self->answer_body_, {}));  // an idle connection holds no answer
       if (self->counted_) {
         self->counted_ = false;
         self->in_progress_->fetch_sub(1);  // answered: the drain may finish
@@ -246,7 +249,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   tcp::socket socket_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::request_parser<PooledStringBody>> parser_;
   const HttpServerOptions& options_;
   const HttpHandler& handler_;
   std::atomic<int64_t>* in_progress_;

@@ -1,5 +1,6 @@
 #include "frontends/http/kserve_codec.h"
 
+#include "common/string_pool.h"
 #include "frontends/http/json_values.h"
 
 #include <rapidjson/document.h>
@@ -349,7 +350,7 @@ EncodedBody JoinBody(const rapidjson::StringBuffer& json, const std::vector<cons
   EncodedBody encoded;
   size_t total = json.GetSize();
   for (const Tensor* tensor : binary) total += tensor->byte_size;
-  encoded.body.reserve(total);
+  encoded.body = BodyStringPool().Take(total);
   encoded.body.assign(json.GetString(), json.GetSize());
   if (binary.empty()) return encoded;
   encoded.json_length = json.GetSize();
