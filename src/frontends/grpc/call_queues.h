@@ -67,6 +67,15 @@ class CallQueues {
   bool started_ = false;
 };
 
+// Where a unary call gets its request and response messages, and where they go when it ends: new
+// and delete, unless a message type specializes this (grpc_call_util.h keeps ModelInfer's in a
+// pool, so that their large strings keep their allocations).
+template <typename Message>
+struct MessageRecycling {
+  static std::unique_ptr<Message> Take() { return std::make_unique<Message>(); }
+  static void Give(std::unique_ptr<Message>) {}
+};
+
 // How a unary RPC is answered: fill `response` and call `finish` exactly once, now or later from any
 // thread. `request` is the handler's to change (ModelInfer moves its tensors out).
 template <typename Request, typename Response>
@@ -107,6 +116,10 @@ class UnaryRouteFor final : public UnaryRoute {
   class Call final : public CallEvent {
    public:
     Call(UnaryRouteFor* route, size_t queue_index) : route_(route), queue_index_(queue_index) {}
+    ~Call() {
+      MessageRecycling<Request>::Give(std::move(request_));
+      MessageRecycling<Response>::Give(std::move(response_));
+    }
 
     void Proceed(bool ok) override {
       if (answered_) {  // the answer is out (or the client is gone)
@@ -121,9 +134,9 @@ class UnaryRouteFor final : public UnaryRoute {
       route_->Offer(queue_index_);
       answered_ = true;
       route_->queues_->CallStarted();
-      route_->handler_(context_, request_, &response_, [this](const grpc::Status& status) {
+      route_->handler_(context_, *request_, response_.get(), [this](const grpc::Status& status) {
         if (status.ok()) {
-          responder_.Finish(response_, status, this);
+          responder_.Finish(*response_, status, this);
         } else {
           responder_.FinishWithError(status, this);
         }
@@ -131,8 +144,8 @@ class UnaryRouteFor final : public UnaryRoute {
     }
 
     grpc::ServerContext context_;
-    Request request_;
-    Response response_;
+    std::unique_ptr<Request> request_ = MessageRecycling<Request>::Take();
+    std::unique_ptr<Response> response_ = MessageRecycling<Response>::Take();
     grpc::ServerAsyncResponseWriter<Response> responder_{&context_};
 
    private:
@@ -144,7 +157,7 @@ class UnaryRouteFor final : public UnaryRoute {
   void Offer(size_t queue_index) {
     queues_->Offer(queue_index, [&](grpc::ServerCompletionQueue* queue) {
       auto* call = new Call(this, queue_index);
-      (service_->*request_method_)(&call->context_, &call->request_, &call->responder_, queue, queue, call);
+      (service_->*request_method_)(&call->context_, call->request_.get(), &call->responder_, queue, queue, call);
     });
   }
 

@@ -9,6 +9,8 @@
 
 #include "common/infer_request.h"
 #include "common/status.h"
+#include "frontends/grpc/call_queues.h"
+#include "frontends/grpc/message_pool.h"
 #include "grpc_service.pb.h"
 
 namespace inferd {
@@ -26,15 +28,49 @@ inline Status ApplyClientDeadline(const grpc::ServerContextBase& context, InferR
   return Status::Ok();
 }
 
+// ModelInfer's messages, kept with their tensors' strings (message_pool.h): the unary calls take
+// theirs from these pools and give them back when they end (MessageRecycling below).
+inline size_t RawContentsCapacity(const google::protobuf::RepeatedPtrField<std::string>& contents) {
+  size_t bytes = 0;
+  for (const std::string& content : contents) bytes += content.capacity();
+  return bytes;
+}
+
+inline MessagePool<inference::ModelInferRequest>& InferRequestMessages() {
+  static auto* const pool = new MessagePool<inference::ModelInferRequest>(
+      {}, [](const inference::ModelInferRequest& m) { return RawContentsCapacity(m.raw_input_contents()); });
+  return *pool;
+}
+
+inline MessagePool<inference::ModelInferResponse>& InferResponseMessages() {
+  static auto* const pool = new MessagePool<inference::ModelInferResponse>(
+      {}, [](const inference::ModelInferResponse& m) { return RawContentsCapacity(m.raw_output_contents()); });
+  return *pool;
+}
+
+template <>
+struct MessageRecycling<inference::ModelInferRequest> {
+  static std::unique_ptr<inference::ModelInferRequest> Take() { return InferRequestMessages().Take(); }
+  static void Give(std::unique_ptr<inference::ModelInferRequest> m) { InferRequestMessages().Give(std::move(m)); }
+};
+
+template <>
+struct MessageRecycling<inference::ModelInferResponse> {
+  static std::unique_ptr<inference::ModelInferResponse> Take() { return InferResponseMessages().Take(); }
+  static void Give(std::unique_ptr<inference::ModelInferResponse> m) { InferResponseMessages().Give(std::move(m)); }
+};
+
 // gRPC owns the request message only until the call finishes, while parsed tensors alias its raw
 // contents and may outlive that (a batch holds them): move the contents into a message we own.
 // Swap of two heap messages exchanges pointers; nothing is copied. The message is ours to change:
-// gRPC handed it to this one call and reads it no more.
+// gRPC handed it to this one call and reads it no more. The call keeps the pooled message's
+// cleared strings in exchange and gives them back when it ends; ours goes back to the pool when
+// the last tensor lets go of it.
 inline std::shared_ptr<const inference::ModelInferRequest> TakeMessage(
     const inference::ModelInferRequest* message) {
-  auto owned = std::make_shared<inference::ModelInferRequest>();
+  auto owned = InferRequestMessages().Take();
   owned->Swap(const_cast<inference::ModelInferRequest*>(message));
-  return owned;
+  return InferRequestMessages().Share(std::move(owned));
 }
 
 }  // namespace inferd
