@@ -23,7 +23,7 @@ std::string SerializedRequest(char fill) {
 
 MessagePool<ModelInferRequest> Pool(size_t max_messages = 4) {
   return MessagePool<ModelInferRequest>(
-      {.min_bytes = 64 * 1024, .max_bytes = 64 << 20, .max_messages = max_messages},
+      {.min_bytes = 64 * 1024, .max_message_bytes = 1 << 20, .max_bytes = 64 << 20, .max_messages = max_messages},
       [](const ModelInferRequest& m) { return RawContentsCapacity(m.raw_input_contents()); });
 }
 
@@ -44,11 +44,14 @@ TEST(MessagePoolTest, AKeptMessageParsesItsNextTensorIntoTheSameAllocation) {
   EXPECT_EQ(again->raw_input_contents(0), std::string(kTensorBytes, 'b'));
 }
 
-TEST(MessagePoolTest, SmallMessagesAreNotKeptAndTheCountIsBounded) {
+TEST(MessagePoolTest, SmallAndHugeMessagesAreNotKeptAndTheCountIsBounded) {
   auto pool = Pool(/*max_messages=*/2);
   auto small = pool.Take();
   small->add_raw_input_contents(std::string(64, 'x'));
   pool.Give(std::move(small));
+  auto huge = pool.Take();
+  huge->add_raw_input_contents(std::string(2 << 20, 'x'));  // a batch of images: over max_message_bytes
+  pool.Give(std::move(huge));
   EXPECT_EQ(pool.kept_messages(), 0u);
   for (int i = 0; i < 3; ++i) {
     auto large = std::make_unique<ModelInferRequest>();

@@ -134,6 +134,7 @@ class UnaryRouteFor final : public UnaryRoute {
       route_->Offer(queue_index_);
       answered_ = true;
       route_->queues_->CallStarted();
+      response_ = MessageRecycling<Response>::Take();  // now, so that offered calls hold none
       route_->handler_(context_, *request_, response_.get(), [this](const grpc::Status& status) {
         if (status.ok()) {
           responder_.Finish(*response_, status, this);
@@ -145,7 +146,7 @@ class UnaryRouteFor final : public UnaryRoute {
 
     grpc::ServerContext context_;
     std::unique_ptr<Request> request_ = MessageRecycling<Request>::Take();
-    std::unique_ptr<Response> response_ = MessageRecycling<Response>::Take();
+    std::unique_ptr<Response> response_;
     grpc::ServerAsyncResponseWriter<Response> responder_{&context_};
 
    private:

@@ -5,6 +5,10 @@
 // tensor into pages it already has, where a fresh message's string is a fresh allocation that
 // glibc maps and the kernel faults in and zeroes page by page (common/string_pool.h is the same
 // for HTTP bodies). The mutex is held for a vector push or pop, twice per message.
+//
+// What stays allocated when idle: the kept messages (max_bytes), and the messages that calls
+// offered to gRPC took from the pool (at most max_message_bytes each): a request must be parsed
+// into a message that the call holds before the request arrives.
 #pragma once
 
 #include <cstddef>
@@ -20,9 +24,10 @@ template <typename Message>
 class MessagePool {
  public:
   struct Limits {
-    size_t min_bytes = 64 << 10;  // a message retaining less is not worth keeping
-    size_t max_bytes = 64 << 20;  // all kept messages together
-    size_t max_messages = 32;
+    size_t min_bytes = 64 << 10;         // a message retaining less is not worth keeping
+    size_t max_message_bytes = 1 << 20;  // nor one retaining more (an image fits; a batch of them does not)
+    size_t max_bytes = 16 << 20;         // all kept messages together
+    size_t max_messages = 16;
   };
   // What a message retains in its strings (their capacities), counted when it is given back.
   using RetainedBytes = std::function<size_t(const Message&)>;
@@ -50,7 +55,7 @@ class MessagePool {
   void Give(std::unique_ptr<Message> message) {
     if (message == nullptr) return;
     const size_t bytes = retained_bytes_(*message);
-    if (bytes < limits_.min_bytes) return;
+    if (bytes < limits_.min_bytes || bytes > limits_.max_message_bytes) return;
     message->Clear();
     std::lock_guard lock(mutex_);
     if (kept_.size() >= limits_.max_messages || kept_bytes_ + bytes > limits_.max_bytes) return;
