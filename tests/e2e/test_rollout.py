@@ -45,7 +45,7 @@ def failing():
                       [numpy_helper.from_array(np.arange(4, dtype=np.float32), "table")])
 
 
-def slow(constant, width=384, layers=12):
+def slow(constant, width=512, layers=16):
     """y = x + constant, after a stack of matmuls whose result is multiplied by 0: the same answers
     as plus(constant) at many times the cost."""
     rng = np.random.default_rng(0)
