@@ -1,5 +1,6 @@
 """Starts the real inferd binary on free loopback ports and stops it the way Kubernetes would."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -75,12 +76,12 @@ class Inferd:
 
     def __init__(self, repository, *extra_args, preexec=None, ports=None):
         """preexec: run in the child before inferd starts (join a cgroup, set the affinity).
-        ports: (http, metrics, grpc) to listen on, e.g. a restarted replica's; free ones by default."""
+        ports: (http, metrics, grpc) to listen on, e.g. a restarted replica's. By default inferd
+        binds port 0 and its log says which ports it got: a port found free beforehand could be
+        taken by another test's server or an outgoing connection before inferd binds it (CI lost
+        that race once: "cannot listen on ...: Address already in use")."""
         self._killed = False
-        self.http_port, self.metrics_port, self.grpc_port = ports or (free_port(), free_port(), free_port())
-        self.grpc_target = f"127.0.0.1:{self.grpc_port}"
-        self.url = f"http://127.0.0.1:{self.http_port}"
-        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        self.http_port, self.metrics_port, self.grpc_port = ports or (0, 0, 0)
         self.log = tempfile.NamedTemporaryFile(prefix="inferd-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [inferd_binary(), "serve", "--model-repository", str(repository),
@@ -91,6 +92,18 @@ class Inferd:
         Inferd._started.add(self)
         self._wait_live()
 
+    @property
+    def grpc_target(self):
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self):
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
     # Start-up loads run before the server listens, and a model with planned
     # batch sizes times its kernels per shape: on CI's 2 cores, with the fuzzers
     # running beside the e2e suite, resnet18's load alone passed 20 s.
@@ -99,13 +112,26 @@ class Inferd:
         while time.time() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"inferd exited early:\n{self.logs()}")
-            try:
-                if requests.get(self.url + "/v2/health/live", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                pass
+            if self._read_bound_ports():
+                try:
+                    if requests.get(self.url + "/v2/health/live", timeout=1).status_code == 200:
+                        return
+                except requests.RequestException:
+                    pass
             time.sleep(0.05)
         raise RuntimeError(f"inferd did not come up:\n{self.logs()}")
+
+    _SERVING = re.compile(r"inferd serving: HTTP on [^:]+:(\d+), (?:gRPC on [^:]+:(\d+), )?metrics on [^:]+:(\d+)/")
+
+    def _read_bound_ports(self):
+        """True once inferd has said where it listens (it says so after every listener is bound)."""
+        serving = Inferd._SERVING.search(self.logs())
+        if not serving:
+            return False
+        self.http_port = int(serving.group(1))
+        self.grpc_port = int(serving.group(2)) if serving.group(2) else self.grpc_port
+        self.metrics_port = int(serving.group(3))
+        return True
 
     def logs(self):
         return Path(self.log.name).read_text(errors="replace")
