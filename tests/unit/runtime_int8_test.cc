@@ -364,6 +364,48 @@ TEST(Int8Test, FusedQdqMatMulAndGemmRunInInt8AndMatchTheQdqGraph) {
   ExpectInt8AndClose(out, 2);
 }
 
+// An int8 product has two candidates, timed against each other when tuning is on (untuned: the
+// 1x1 convolution for few rows, as in fp32, and oneDNN's GEMM for many): both match the QDQ graph,
+// with int8 and uint8 inputs, with and without zero points.
+TEST(Int8Test, ProductsMatchTheQdqGraphOnTheGemmAndAsA1x1Convolution) {
+  for (const ActivationZeroPoints& zero_points : {kSymmetric, kAsymmetricUint8}) {
+    for (int64_t rows : {6, 300}) {
+      const Outputs out = RunBothWays(QdqProducts(zero_points), {rows, 32});
+      ASSERT_EQ(out.fused.shape, (Shape{rows, 8}));
+      ExpectInt8AndClose(out, 2);
+      for (const std::string& implementation : out.conv_implementations) {
+        EXPECT_EQ(implementation.find("as 1x1 conv") != std::string::npos, rows <= 256) << implementation;
+      }
+    }
+  }
+}
+
+// x -> Conv 3x3 -> Swish (x * Sigmoid(x)) -> Conv 1x1 -> y: the first writes its output quantised
+// for the second through our Swish-and-quantise pass (oneDNN's swish post-op is several times
+// slower on AVX2), in int8 where Swish dips below 0, or in uint8 with a zero point.
+Graph QdqSwishChain(bool is_signed) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {32, 16, 3, 3}, true, 41);
+  b.Op("Conv", {"x_dq", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}});
+  b.Op("Sigmoid", {"c1"}, {"sig"}).Op("Mul", {"c1", "sig"}, {"h1"});
+  QuantizeDequantize(b, "h1", 0.002f, is_signed, is_signed ? 0 : 30);
+  Weight(b, "w2", {8, 32, 1, 1}, true, 42);
+  b.Op("Conv", {"h1_dq", "w2"}, {"y"}).Output("y");
+  return b.graph();
+}
+
+TEST(Int8Test, ASwishBeforeARequantisedOutputRunsAsOurPassAndMatchesTheQdqGraph) {
+  for (bool is_signed : {true, false}) {
+    const Outputs out = RunBothWays(QdqSwishChain(is_signed));
+    ASSERT_EQ(out.fused.shape, (Shape{2, 8, 10, 10}));
+    EXPECT_EQ(out.requantized, 1);
+    ExpectInt8AndClose(out, 2);
+    EXPECT_NE(out.conv_implementations[0].find("+ swish_quantize"), std::string::npos) << out.conv_implementations[0];
+  }
+}
+
 // ONNX Runtime's quantiser writes uint8 activations with a zero point wherever the range dips
 // below 0. They fuse too: oneDNN subtracts the zero point (padding counts as a real 0, which a
 // wrong padding value would show at the 3x3 layers' borders, x's zero point being 128), and a

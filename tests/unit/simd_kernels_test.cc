@@ -15,6 +15,7 @@
 #include "runtime/kernels/simd/dynamic_quantize.h"
 #include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/simd/pointwise_conv.h"
+#include "runtime/kernels/simd/swish.h"
 #include "runtime/kernels/simd/targets.h"
 
 namespace inferd::runtime::simd {
@@ -263,6 +264,59 @@ TEST(SimdDynamicQuantizeTest, MatchesTheReferenceRulesOnEveryTargetIncludingHalv
         QuantizeToUint8(x.data(), count, scale, zero_point, q.data());
         for (size_t i = 0; i < x.size(); ++i) {
           ASSERT_EQ(q[i], Quantize<uint8_t>(x[i], scale, zero_point)) << "x=" << x[i] << " scale=" << scale << " i=" << i;
+        }
+      }
+    });
+  }
+}
+
+// Swish against the double-precision formula on every target: every tail length (the tail runs
+// through the vector code on a copy), the clamped ends of the exponential, and the special values.
+TEST(SimdSwishTest, MatchesTheFormulaOnEveryTargetAndTail) {
+  for (int64_t count : {1, 7, 8, 9, 16, 17, 1003}) {
+    std::vector<float> x = RandomValues(static_cast<size_t>(count), 13);
+    for (float& v : x) v *= 25.0f;  // [-100, 100]
+    if (count > 8) x[0] = 0.0f, x[1] = 88.5f, x[2] = -88.5f, x[3] = 1e-30f, x[4] = INFINITY, x[5] = NAN, x[6] = 1e30f;
+    OnEveryTarget([&] {
+      std::vector<float> got = x;
+      Swish(got.data(), got.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double want = x[i] / (1.0 + std::exp(-static_cast<double>(x[i])));
+        if (std::isnan(x[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << "i=" << i;
+        } else if (std::isinf(want)) {
+          EXPECT_EQ(got[i], static_cast<float>(want)) << "i=" << i;
+        } else {
+          // Below x = -87 the result is under 1e-35 (the formula underflows into denormals there).
+          ASSERT_NEAR(got[i], want, 3e-7 * std::fabs(want) + 1e-35) << "x=" << x[i] << " count " << count;
+        }
+      }
+    });
+  }
+}
+
+// The fused pass is Swish's value quantised by the reference rules, byte for byte: int8 and uint8,
+// zero points on both sides of 0, saturation at both ends, every tail length.
+TEST(SimdSwishTest, QuantisedOutputIsTheReferenceRuleAppliedToSwishOnEveryTarget) {
+  for (int64_t count : {1, 5, 16, 31, 1029}) {
+    std::vector<float> x = RandomValues(static_cast<size_t>(count), 17);
+    if (count > 4) x[1] = -1000.0f, x[2] = 1000.0f, x[3] = 0.0f;
+    OnEveryTarget([&] {
+      std::vector<float> swish = x;
+      Swish(swish.data(), swish.size());
+      for (const float scale : {0.031f, 0.0125f}) {
+        for (const int32_t zero_point : {0, 5, -7}) {
+          std::vector<int8_t> q8(x.size(), 99);
+          SwishQuantize(x.data(), x.size(), scale, zero_point, /*is_signed=*/true, q8.data());
+          for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_EQ(q8[i], Quantize<int8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
+          }
+          if (zero_point < 0) continue;
+          std::vector<uint8_t> qu(x.size(), 99);
+          SwishQuantize(x.data(), x.size(), scale, zero_point, /*is_signed=*/false, qu.data());
+          for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_EQ(qu[i], Quantize<uint8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
+          }
         }
       }
     });

@@ -5,45 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/kernels/simd/swish.h"
 #include "runtime/threading.h"
 
 namespace inferd::runtime {
 namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements per parallel item: enough to pay the fork
-
-// exp(x) by Cody-Waite range reduction (x = n ln2 + r, |r| <= ln2/2) and a degree-6 polynomial
-// for exp(r) (Cephes' coefficients), then 2^n through the exponent bits. Inputs are clamped to
-// [-87, 88], where the result stays a normal float.
-__attribute__((target("avx2,fma"))) __m256 Exp(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i two_to_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(two_to_n));
-}
-
-void SwishRangeScalar(float* data, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) data[i] = data[i] / (1.0f + std::exp(-data[i]));
-}
-
-__attribute__((target("avx2,fma"))) void SwishRangeAvx2(float* data, int64_t begin, int64_t end) {
-  int64_t i = begin;
-  for (; i + 8 <= end; i += 8) {
-    const __m256 x = _mm256_loadu_ps(data + i);
-    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
-    _mm256_storeu_ps(data + i, _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
-  }
-  SwishRangeScalar(data, i, end);
-}
 
 // One image-and-channel-block's pixels times its factors (`block` lanes each, block % 8 == 0).
 __attribute__((target("avx2,fma"))) void ScaleBlockAvx2(const float* x, const float* factors, float* y, int64_t pixels,
@@ -86,11 +54,19 @@ bool CpuHasAvx2Fma() {
 }
 
 void SwishInPlace(float* data, int64_t count) {
-  const bool avx2 = CpuHasAvx2Fma();
   const int64_t items = (count + kGrain - 1) / kGrain;
   ParallelFor(items, [&](int64_t first, int64_t last) {
     const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
-    avx2 ? SwishRangeAvx2(data, begin, end) : SwishRangeScalar(data, begin, end);
+    simd::Swish(data + begin, static_cast<size_t>(end - begin));
+  });
+}
+
+void SwishQuantize(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y) {
+  const int64_t items = (count + kGrain - 1) / kGrain;
+  ParallelFor(items, [&](int64_t first, int64_t last) {
+    const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
+    simd::SwishQuantize(x + begin, static_cast<size_t>(end - begin), scale, zero_point, is_signed,
+                        static_cast<uint8_t*>(y) + begin);  // one byte per value
   });
 }
 

@@ -12,9 +12,13 @@ namespace inferd::runtime {
 // The CPU runs AVX2 and FMA, which our vectorised kernels (this file, Winograd) are written for.
 bool CpuHasAvx2Fma();
 
-// x * sigmoid(x) in place, parallel over the intra-op threads. Relative error <= 2e-7 against
-// the double-precision formula; NaN stays NaN.
+// x * sigmoid(x) in place, parallel over the intra-op threads (simd/swish.h: one source for every
+// SIMD target). Relative error <= 3e-7 against the double-precision formula; NaN stays NaN.
 void SwishInPlace(float* data, int64_t count);
+
+// Swish, then QuantizeLinear's rounding into `y` as int8 (is_signed) or uint8 at `scale` and
+// `zero_point`, parallel over the intra-op threads: an int8 convolution's requantised output.
+void SwishQuantize(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y);
 
 // A factor per image and channel on the blocked layout (squeeze-excitation's x * scale, scale
 // [N, C, 1, 1]): x and y are `blocks` (images x channel blocks) runs of `pixels` x `block` floats,

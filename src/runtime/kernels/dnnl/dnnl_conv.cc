@@ -97,6 +97,7 @@ class DnnlConv final : public Kernel {
       }
       Candidate& chosen = plan->candidates[plan->chosen];
       last_ = chosen.simd ? chosen.implementation : "onednn:" + chosen.implementation + (int8_ ? " (int8)" : "");
+      if (plan->swish_quantize_after) last_ += " + swish_quantize";
       return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }
@@ -134,6 +135,10 @@ class DnnlConv final : public Kernel {
     // A trailing Swish runs as our pass over the output, not as oneDNN's post-op, which costs
     // several times the convolution itself on AVX2 (kernels/vector_math.h).
     bool swish_after = false;
+    // The same for an int8 Conv that writes its output quantised: oneDNN writes fp32 into the
+    // candidate's scratch (primitive_dst, in the output's layout), and our pass applies Swish and
+    // quantises into the output.
+    bool swish_quantize_after = false;
     std::vector<Candidate> candidates;
     int chosen = -1;  // until the first run has timed them
     int default_choice = 0;  // oneDNN's first: our own kernels run only where timing chose them
@@ -201,7 +206,7 @@ class DnnlConv final : public Kernel {
       RunPrimitive(c->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, c->primitive_src}});
       src = c->primitive_src;
     }
-    dnnl::memory target = c->dst_reorder ? c->primitive_dst : tensor_dst;
+    dnnl::memory target = c->dst_reorder || plan->swish_quantize_after ? c->primitive_dst : tensor_dst;
     if (plan->post_ops.add_as_sum) {
       // The sum post-op adds onto what the destination holds: put the residual there.
       if (c->residual_reorder) {
@@ -218,6 +223,10 @@ class DnnlConv final : public Kernel {
     if (c->dst_reorder) RunPrimitive(c->dst_reorder, {{DNNL_ARG_FROM, c->primitive_dst}, {DNNL_ARG_TO, tensor_dst}});
     stream.wait();
     if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
+    if (plan->swish_quantize_after) {
+      SwishQuantize(static_cast<const float*>(target.get_data_handle()), static_cast<int64_t>(plan->dst_desc.get_size()),
+                    *int8_->y_scale, int8_->y_zero_point, int8_->y_signed, dst_memory);  // one byte per value
+    }
     return Status::Ok();
   }
 
@@ -330,8 +339,11 @@ class DnnlConv final : public Kernel {
     };
     const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
     // (Not on a quantised output: our pass reads and writes fp32; oneDNN's post-op runs then.)
-    plan->swish_after = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish && OutputType() == DataType::kFp32;
-    const std::vector<PostOp> onednn_post_ops(post_ops_.begin(), post_ops_.end() - (plan->swish_after ? 1 : 0));
+    const bool trailing_swish = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish;
+    plan->swish_after = trailing_swish && OutputType() == DataType::kFp32;
+    plan->swish_quantize_after = trailing_swish && OutputType() != DataType::kFp32;
+    const std::vector<PostOp> onednn_post_ops(post_ops_.begin(),
+                                              post_ops_.end() - (plan->swish_after || plan->swish_quantize_after ? 1 : 0));
     const std::optional<dnnl::memory::desc> residual_desc =
         residual_blocked && layouts_.channels_last ? std::optional(layouts_.Desc(residual->shape, true)) : std::nullopt;
     if (!BuildPostOps(onednn_post_ops, plan->out_shape, residual, &plan->post_ops, /*prefer_sum=*/true, residual_blocked,
@@ -350,7 +362,7 @@ class DnnlConv final : public Kernel {
         for (float& scale : scales) scale /= kSevenBitWeights;
       }
       plan->post_ops.attr.set_output_scales(scales.size() > 1 ? 1 << 1 : 0, scales);  // per output channel
-      if (int8_->y_scale) {
+      if (int8_->y_scale && !plan->swish_quantize_after) {
         // Requantised for the next int8 Conv: the post-ops compute in real units, then 1/y_scale;
         // oneDNN rounds to nearest even and saturates into the output type, as QuantizeLinear does.
         dnnl::post_ops ops = plan->post_ops.attr.get_post_ops();
@@ -375,6 +387,7 @@ class DnnlConv final : public Kernel {
       if (int8_->x_zero_point != 0) plan->tuning_key += " x_zero=" + std::to_string(int8_->x_zero_point);
       if (int8_->y_scale) plan->tuning_key += int8_->y_signed ? " y=s8" : " y=u8";
       if (int8_->y_zero_point != 0) plan->tuning_key += " y_zero=" + std::to_string(int8_->y_zero_point);
+      if (plan->swish_quantize_after) plan->tuning_key += " swish_quantize";
     }
     // Our own kernels read and write the blocked layout only, and an Add's residual in the output's.
     const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
@@ -414,7 +427,10 @@ class DnnlConv final : public Kernel {
     // (cached, or tuning off) only that one is built. The weights' layout is fixed once settled,
     // unless no implementation takes it for this shape.
     dnnl::memory::desc src_any(ToDims(x_shape), compute_type, tag::any);
-    dnnl::memory::desc dst_any(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
+    // Our Swish-and-quantise pass reads oneDNN's fp32 output in the output's own layout.
+    const dnnl::memory::desc dst_any =
+        plan->swish_quantize_after ? layouts_.Desc(plan->out_shape, layouts_.output(0), dt::f32)
+                                   : dnnl::memory::desc(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
     const auto any_desc = make_desc(src_any, dst_any, any_weights);
     const auto fixed_desc = fixed_layout ? make_desc(src_any, dst_any, weights_form_->layout) : any_desc;
     auto collect = [&](std::optional<int> only) {
@@ -491,7 +507,9 @@ class DnnlConv final : public Kernel {
       c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale, int8_->x_zero_point)
                                 : MakeReorder(plan->src_desc, c.src_desc);
     }
-    if (c.dst_desc != plan->dst_desc) {
+    if (plan->swish_quantize_after) {
+      c.primitive_dst = ScratchMemory(c.dst_desc);  // fp32, read by SwishQuantize
+    } else if (c.dst_desc != plan->dst_desc) {
       c.primitive_dst = ScratchMemory(c.dst_desc);
       c.dst_reorder = MakeReorder(c.dst_desc, plan->dst_desc);
     }

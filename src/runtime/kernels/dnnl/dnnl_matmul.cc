@@ -35,12 +35,17 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 // [1, K, rows, 1]), with the weights reordered once into oneDNN's blocked layout, where oneDNN's
 // GEMM packs B again on every call. For few rows (a transformer's tokens at batch 1) that measured
 // 1.6-2.9x faster here, for many rows slower: tuning picks (runtime/tuning.h).
+// In int8 it reads the quantised A and the gap is wider where the CPU lacks VNNI: oneDNN 2.6's
+// GEMM took 1.09 ms for an int8 A (8x960 by 960x1280, AVX2, 2 threads) against 0.11 ms for the
+// convolution, 0.18 against 0.09 ms for a uint8 A.
 struct ConvAlternative {
   dnnl::convolution_forward primitive;
   std::string implementation;
   dnnl::memory::desc src_desc, dst_desc, plain_weights_desc, weights_desc, bias_desc;
   FusedPostOps post_ops;
   PackedWeights weights;
+  float weights_scale = 1;  // int8: kSevenBitWeights where the convolution needs them halved
+  ScaledBias scaled_bias;   // int8: the bias with it
 };
 
 // How a MatMul/Gemm with constant weights runs below fp32: bf16 (`_precision`, runtime/precision.h)
@@ -156,7 +161,7 @@ void PlanLowPrecision(const LowPrecision& lp, const Tensor& b, const dnnl::memor
   plan->b_stored_desc = b_stored;
   plan->b_packed_desc = pd.weights_desc();
   plan->low_precision = true;
-  plan->chosen = true;  // nothing to time: the 1x1-convolution alternative is fp32's
+  plan->chosen = true;  // AddInt8ConvAlternative may offer one more candidate
 }
 
 // Where a [rows, K] x [K, N] product's operands are, as element strides of their two dims.
@@ -166,16 +171,21 @@ struct GemmView {
   dnnl::memory::dims b_strides;  // (k, n)
 };
 
+// `int8` (not dynamic): the convolution reads A as PlanLowPrecision quantised it (`g` must then
+// describe that dense copy) and `b` as stored, in int8.
 std::optional<ConvAlternative> MakeConvAlternative(const GemmView& g, bool has_bias, float alpha,
-                                                   const std::vector<PostOp>& post_ops, const Tensor* residual) {
+                                                   const std::vector<PostOp>& post_ops, const Tensor* residual,
+                                                   const LowPrecision* int8 = nullptr, const Tensor* b = nullptr) {
   using dims = dnnl::memory::dims;
   const auto f32 = dnnl::memory::data_type::f32;
+  const auto src_type = int8 ? int8->a_type : f32, weights_type = int8 ? int8->b_type : f32;
   ConvAlternative conv;
   // Strides of the size-1 dims as a dense layout would have them, so that oneDNN recognises NHWC.
-  conv.src_desc = dnnl::memory::desc({1, g.k, g.rows, 1}, f32,
+  conv.src_desc = dnnl::memory::desc({1, g.k, g.rows, 1}, src_type,
                                      dims{g.rows * g.k, g.a_strides[1], g.a_strides[0], g.a_strides[0]});
   conv.dst_desc = dnnl::memory::desc({1, g.n, g.rows, 1}, f32, dims{g.rows * g.n, 1, g.n, g.n});
-  conv.plain_weights_desc = dnnl::memory::desc({g.n, g.k, 1, 1}, f32, dims{g.b_strides[1], g.b_strides[0], 1, 1});
+  conv.plain_weights_desc =
+      dnnl::memory::desc({g.n, g.k, 1, 1}, weights_type, dims{g.b_strides[1], g.b_strides[0], 1, 1});
   conv.bias_desc = PlainDesc({g.n});
   // The residual (flat: [rows, N] or [1, N]) in the convolution's dims.
   std::optional<Tensor> residual_4d;
@@ -197,7 +207,18 @@ std::optional<ConvAlternative> MakeConvAlternative(const GemmView& g, bool has_b
     return std::nullopt;
   }
   if (alpha != 1) conv.post_ops.attr.set_output_scales(0, {alpha});
-  const dnnl::memory::desc any_weights({g.n, g.k, 1, 1}, f32, dnnl::memory::format_tag::any);
+  if (int8 != nullptr) {
+    std::vector<float> scales = int8->output_scales;
+    // As the GEMM's B (PlanLowPrecision), but oneDNN's convolution halves a signed input's
+    // weights itself: the two candidates then compute the same products.
+    if (int8->a_type == dnnl::memory::data_type::u8 && NeedsSevenBitWeights(*b)) {
+      conv.weights_scale = kSevenBitWeights;
+      for (float& scale : scales) scale /= kSevenBitWeights;
+    }
+    conv.post_ops.attr.set_output_scales(scales.size() > 1 ? 1 << 1 : 0, scales);  // per output channel
+    if (int8->a_zero_point != 0) conv.post_ops.attr.set_zero_points(DNNL_ARG_SRC, 0, {int8->a_zero_point});
+  }
+  const dnnl::memory::desc any_weights({g.n, g.k, 1, 1}, weights_type, dnnl::memory::format_tag::any);
   auto desc = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                          dnnl::algorithm::convolution_direct, conv.src_desc, any_weights,
                                                          conv.bias_desc, conv.dst_desc, {1, 1}, {0, 0}, {0, 0})
@@ -206,20 +227,24 @@ std::optional<ConvAlternative> MakeConvAlternative(const GemmView& g, bool has_b
                                                          conv.dst_desc, {1, 1}, {0, 0}, {0, 0});
   dnnl::convolution_forward::primitive_desc pd(desc, conv.post_ops.attr, Engine(), /*allow_empty=*/true);
   if (!pd || std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return std::nullopt;
-  conv.implementation = std::string(pd.impl_info_str()) + " (as 1x1 conv)";
+  conv.implementation = std::string(pd.impl_info_str()) + (int8 ? " as 1x1 conv (int8)" : " (as 1x1 conv)");
   conv.weights_desc = pd.weights_desc();
   conv.primitive = dnnl::convolution_forward(pd);
   return conv;
 }
 
 std::string TuningKey(const char* op, const GemmView& g, bool has_bias, const Tensor* residual,
-                      const std::vector<PostOp>& post_ops) {
+                      const std::vector<PostOp>& post_ops, const LowPrecision* int8 = nullptr) {
   std::string key = std::string(op) + " rows=" + std::to_string(g.rows) + " k=" + std::to_string(g.k) +
                     " n=" + std::to_string(g.n) + " a=" + std::to_string(g.a_strides[0]) + "," +
                     std::to_string(g.a_strides[1]) + " b=" + std::to_string(g.b_strides[0]) + "," +
                     std::to_string(g.b_strides[1]) + (has_bias ? " bias" : "") + " post=";
   for (const PostOp& op_ : post_ops) key += PostOpName(op_.kind) + ",";
   if (residual != nullptr) key += " residual=" + ShapeToString(residual->shape);
+  if (int8 != nullptr) {
+    key += int8->a_type == dnnl::memory::data_type::s8 ? " int8=s8" : " int8=u8";
+    if (int8->a_zero_point != 0) key += " x_zero=" + std::to_string(int8->a_zero_point);
+  }
   return key;
 }
 
@@ -227,18 +252,31 @@ std::string TuningKey(const char* op, const GemmView& g, bool has_bias, const Te
 // known yet, or known to be it). Without timing, it is the choice for few rows, where it measured
 // faster.
 void AddConvAlternative(const GemmView& view, bool has_bias, float alpha, const std::vector<PostOp>& post_ops,
-                        const Tensor* residual, MatmulPlan* plan) {
+                        const Tensor* residual, MatmulPlan* plan, const LowPrecision* int8 = nullptr,
+                        const Tensor* b = nullptr) {
   const std::optional<int> known = KnownChoice(plan->tuning_key, view.rows <= 256 ? 1 : 0);
   if (known == 0) {
     plan->chosen = true;
     return;
   }
-  plan->conv = MakeConvAlternative(view, has_bias, alpha, post_ops, residual);
+  plan->conv = MakeConvAlternative(view, has_bias, alpha, post_ops, residual, int8, b);
   if (known == 1 && plan->conv) {
     plan->chosen = true;
     plan->use_conv = true;
     plan->implementation = plan->conv->implementation;
   }
+}
+
+// A static int8 product (PlanLowPrecision made it) also offers the 1x1 convolution over the
+// quantised A, a dense [rows, K], timed against oneDNN's GEMM. B is as stored: `b_strides` (k, n).
+void AddInt8ConvAlternative(const char* op, const LowPrecision& lp, const Tensor& b, int64_t rows, int64_t k,
+                            int64_t n, const dnnl::memory::dims& b_strides, bool has_bias,
+                            const std::vector<PostOp>& post_ops, const Tensor* residual, MatmulPlan* plan) {
+  if (!lp.int8() || lp.dynamic) return;
+  const GemmView view{rows, k, n, {k, 1}, b_strides};
+  plan->tuning_key = TuningKey(op, view, has_bias, residual, post_ops, &lp);
+  plan->chosen = false;
+  AddConvAlternative(view, has_bias, 1.0f, post_ops, residual, plan, &lp, &b);
 }
 
 // DynamicQuantizeLinear of `a` (fp32) into `q`, on the intra-op threads: the range, then the
@@ -323,26 +361,57 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
     return Status::Ok();
   };
   if (plan.low_precision) {
-    plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc, /*private_copy=*/false, plan.b_scale);
     BindScratch({&plan.a_converted});
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
-                                               {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
-                                               {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+    std::optional<DynamicQuantization> run_quantization;
     if (plan.dynamic) {
-      const DynamicQuantization q = QuantizeDynamically(a, static_cast<uint8_t*>(plan.a_converted.get_data_handle()));
-      SetRunScaling(q, b, &plan);
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunScalePostOp) | DNNL_ARG_SRC_1,
-                   Wrap(plan.run_scale_desc, &plan.run_scale));
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunCorrectionPostOp) | DNNL_ARG_SRC_1,
-                   Wrap(plan.run_correction_desc, plan.run_correction.data()));
+      run_quantization = QuantizeDynamically(a, static_cast<uint8_t*>(plan.a_converted.get_data_handle()));
     } else {
       RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
     }
-    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, plan.scaled_bias.For(*bias, plan.b_scale)));
-    AddResidualArgument(plan.post_ops, residual, &args);
-    RunPrimitive(plan.primitive, std::move(args));
-    ThreadStream().wait();
-    return Status::Ok();
+    auto run_low_precision_matmul = [&]() -> Status {
+      plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc, /*private_copy=*/false, plan.b_scale);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
+                                                 {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
+                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+      if (run_quantization) {
+        SetRunScaling(*run_quantization, b, &plan);
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunScalePostOp) | DNNL_ARG_SRC_1,
+                     Wrap(plan.run_scale_desc, &plan.run_scale));
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunCorrectionPostOp) | DNNL_ARG_SRC_1,
+                     Wrap(plan.run_correction_desc, plan.run_correction.data()));
+      }
+      if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, plan.scaled_bias.For(*bias, plan.b_scale)));
+      AddResidualArgument(plan.post_ops, residual, &args);
+      RunPrimitive(plan.primitive, std::move(args));
+      ThreadStream().wait();
+      return Status::Ok();
+    };
+    auto run_int8_conv = [&]() -> Status {
+      ConvAlternative& conv = *plan.conv;
+      conv.weights.Update(b.data, conv.plain_weights_desc, conv.weights_desc, /*private_copy=*/false, conv.weights_scale);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, plan.a_converted.get_data_handle())},
+                                                 {DNNL_ARG_WEIGHTS, conv.weights.memory},
+                                                 {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
+      if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, conv.scaled_bias.For(*bias, conv.weights_scale)));
+      AddResidualArgument(conv.post_ops, residual, &args);
+      RunPrimitive(conv.primitive, std::move(args));
+      ThreadStream().wait();
+      return Status::Ok();
+    };
+    if (!plan.chosen) {
+      plan.chosen = true;
+      if (plan.conv) {
+        const int choice = ChooseFastest(plan.tuning_key, 2, 0, [&](int candidate) {
+          return Guarded("MatMul", [&] { return candidate == 1 ? run_int8_conv() : run_low_precision_matmul(); });
+        });
+        plan.use_conv = choice == 1;
+        if (plan.use_conv) plan.implementation = plan.conv->implementation;
+      }
+      // The loser's packed weights go.
+      if (plan.use_conv) plan.b_packed = PackedWeights();
+      else plan.conv.reset();
+    }
+    return plan.use_conv ? run_int8_conv() : run_low_precision_matmul();
   }
   if (!plan.chosen) {
     plan.chosen = true;
@@ -435,6 +504,8 @@ class DnnlMatMul final : public Kernel {
     if (low_precision_ && flat && b_shape.size() == 2 && !plan->post_ops_after) {
       const auto stored = low_precision_->int8() ? dnnl::memory::data_type::s8 : dnnl::memory::data_type::f32;
       PlanLowPrecision(*low_precision_, b_tensor, PlainDesc(ToDims(b), stored), std::nullopt, plan);
+      AddInt8ConvAlternative("MatMul", *low_precision_, b_tensor, out[0], a[1], out[1], {out[1], 1}, false, post_ops_,
+                             residual, plan);
       return Status::Ok();
     }
     if (low_precision_ && low_precision_->int8()) return Status::Internal("int8 MatMul: B must be 2-D and the product flat");
@@ -552,6 +623,12 @@ class DnnlGemm final : public Kernel {
       const dnnl::memory::desc b_stored({k, n}, stored, trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
       PlanLowPrecision(*low_precision_, b_tensor, b_stored, c ? std::optional(plan->bias_desc) : std::nullopt, plan);
       plan->usable = true;
+      // The fused int8 Gemm's C is its bias, one value per column (qdq_fusion.cc).
+      if (c == nullptr || ElementsOf(*c) == n) {
+        AddInt8ConvAlternative("Gemm", *low_precision_, b_tensor, m, k, n,
+                               trans_b_ ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1}, c != nullptr, post_ops_,
+                               residual, plan);
+      }
       return Status::Ok();
     }
     dnnl::primitive_attr& attr = plan->post_ops.attr;

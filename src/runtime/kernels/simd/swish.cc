@@ -1,0 +1,106 @@
+#include "runtime/kernels/simd/swish.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/kernels/simd/swish.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace inferd::runtime::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Enough floats for the widest vector of any x86 target (AVX-512: 16).
+constexpr size_t kMaxLanes = 64;
+
+// exp(x) for x clamped to [-87, 88], where the result stays a normal float: x = n ln2 + r with
+// |r| <= ln2/2 (ln2 split in two for precision), exp(r) by the polynomial, 2^n by the exponent bits.
+template <class D, class V>
+V Exp(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  x = hn::Min(hn::Max(x, hn::Set(d, -87.0f)), hn::Set(d, 88.0f));
+  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504f)));
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  V p = hn::Set(d, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
+  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
+  const auto two_to_n = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
+  return hn::Mul(p, hn::BitCast(d, two_to_n));
+}
+
+// x / (1 + exp(-x)): NaN in, NaN out (the division reads x itself).
+template <class D, class V>
+V SwishOf(D d, V x) {
+  return hn::Div(x, hn::Add(hn::Set(d, 1.0f), Exp(d, hn::Neg(x))));
+}
+
+void SwishRange(float* HWY_RESTRICT x, size_t count) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= count; i += lanes) hn::StoreU(SwishOf(d, hn::LoadU(d, x + i)), d, x + i);
+  if (i == count) return;
+  float tail[kMaxLanes] = {};
+  std::memcpy(tail, x + i, (count - i) * sizeof(float));
+  hn::StoreU(SwishOf(d, hn::LoadU(d, tail)), d, tail);
+  std::memcpy(x + i, tail, (count - i) * sizeof(float));
+}
+
+// Adding the zero point in FP32 is exact: |rounded| saturates long before 2^24 matters.
+template <typename Q>
+void SwishQuantizeAs(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, Q* HWY_RESTRICT q) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<Q, decltype(df)> dq;
+  const size_t lanes = hn::Lanes(df);
+  const auto divisor = hn::Set(df, scale), offset = hn::Set(df, static_cast<float>(zero_point));
+  const auto lowest = hn::Set(df, static_cast<float>(std::numeric_limits<Q>::min()));
+  const auto highest = hn::Set(df, static_cast<float>(std::numeric_limits<Q>::max()));
+  auto quantised = [&](const float* from) {
+    const auto rounded = hn::Add(hn::Round(hn::Div(SwishOf(df, hn::LoadU(df, from)), divisor)), offset);
+    return hn::DemoteTo(dq, hn::ConvertTo(di, hn::Min(hn::Max(rounded, lowest), highest)));
+  };
+  size_t i = 0;
+  for (; i + lanes <= count; i += lanes) hn::StoreU(quantised(x + i), dq, q + i);
+  if (i == count) return;
+  float tail[kMaxLanes] = {};
+  Q tail_q[kMaxLanes];
+  std::memcpy(tail, x + i, (count - i) * sizeof(float));
+  hn::StoreU(quantised(tail), dq, tail_q);
+  std::memcpy(q + i, tail_q, (count - i) * sizeof(Q));
+}
+
+void SwishQuantizeRange(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, bool is_signed,
+                        void* HWY_RESTRICT q) {
+  if (is_signed) {
+    SwishQuantizeAs(x, count, scale, zero_point, static_cast<int8_t*>(q));
+  } else {
+    SwishQuantizeAs(x, count, scale, zero_point, static_cast<uint8_t*>(q));
+  }
+}
+
+}  // namespace inferd::runtime::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace inferd::runtime::simd {
+
+HWY_EXPORT(SwishRange);
+HWY_EXPORT(SwishQuantizeRange);
+
+void Swish(float* x, size_t count) { HWY_DYNAMIC_DISPATCH(SwishRange)(x, count); }
+
+void SwishQuantize(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q) {
+  HWY_DYNAMIC_DISPATCH(SwishQuantizeRange)(x, count, scale, zero_point, is_signed, q);
+}
+
+}  // namespace inferd::runtime::simd
+#endif
