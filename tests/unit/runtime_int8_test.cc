@@ -4,7 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <regex>
+#include <sstream>
+#include <unistd.h>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/tensor_util.h"
@@ -404,6 +409,74 @@ TEST(Int8Test, ASwishBeforeARequantisedOutputRunsAsOurPassAndMatchesTheQdqGraph)
     ExpectInt8AndClose(out, 2);
     EXPECT_NE(out.conv_implementations[0].find("+ swish_quantize"), std::string::npos) << out.conv_implementations[0];
   }
+}
+
+// x -> Conv 1x1 16->32 + HardSwish -> depthwise 3x3 (32 groups) + `activation` -> Conv 1x1 32->8
+// -> y: the depthwise layer reads its input quantised by the first (int8: HardSwish dips below 0)
+// and writes its output quantised for the last, both NHWC: our int8 depthwise kernel applies.
+Graph QdqDepthwiseChain(const std::string& activation) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {32, 16, 1, 1}, true, 51);
+  b.Op("Conv", {"x_dq", "w1"}, {"c1"}).Op("HardSwish", {"c1"}, {"h1"});
+  QuantizeDequantize(b, "h1", 0.004f, /*is_signed=*/true);
+  Weight(b, "w2", {32, 1, 3, 3}, true, 52);
+  b.Constant("b2", Random({32}, 53, -0.2f, 0.2f));
+  b.Op("Conv", {"h1_dq", "w2", "b2"}, {"c2"}, {{"pads", Ints({1, 1, 1, 1})}, {"group", Int(32)}});
+  if (activation == "Swish") {
+    b.Op("Sigmoid", {"c2"}, {"sig"}).Op("Mul", {"c2", "sig"}, {"a2"});
+  } else {
+    b.Op(activation, {"c2"}, {"a2"});
+  }
+  QuantizeDequantize(b, "a2", 0.002f, /*is_signed=*/activation != "Relu");
+  Weight(b, "w3", {8, 32, 1, 1}, true, 54);
+  b.Op("Conv", {"a2_dq", "w3"}, {"y"}).Output("y");
+  return b.graph();
+}
+
+// Each way to run the int8 depthwise layer, forced through the tuning cache (our kernel is choice
+// 0 where it applies, oneDNN's after), matches the QDQ graph.
+TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_int8_dw_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::vector<Tensor> inputs{Random({2, 16, 9, 11}, 55)};
+  for (const std::string activation : {"Relu", "HardSwish", "Swish"}) {
+    const Graph graph = QdqDepthwiseChain(activation);
+    auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+    ASSERT_TRUE(reference.ok());
+    std::vector<Tensor> expected;
+    ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
+    const std::filesystem::path cache = dir / (activation + ".tuning");
+    {  // timed once: the cache then names the layer's candidates
+      auto tuned = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = cache, .persist_tuning = true, .intra_op_threads = 2});
+      ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*tuned)->Run(inputs, &out).ok());
+    }
+    std::stringstream text;
+    text << std::ifstream(cache).rdbuf();
+    ASSERT_NE(text.str().find("+simd_depthwise_int8"), std::string::npos) << text.str();
+    for (const auto& [choice, implementation] : {std::pair{"0", "simd:depthwise_int8"}, std::pair{"1", "onednn:"}}) {
+      SCOPED_TRACE(activation + ", choice " + choice);
+      // A file per choice: a session shares the process's cache of a file once read (tuning.h).
+      const std::filesystem::path forced_cache = dir / (activation + ".forced" + choice);
+      std::ofstream(forced_cache) << std::regex_replace(text.str(), std::regex("(\\+simd_depthwise_int8\t)\\d+"), std::string("$01") + choice);
+      auto forced = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced_cache, .persist_tuning = true, .intra_op_threads = 2});
+      ASSERT_TRUE(forced.ok());
+      std::vector<Tensor> out;
+      ASSERT_TRUE((*forced)->Run(inputs, &out).ok());
+      EXPECT_LT(RelativeError(out[0], expected[0]), 0.01f);
+      std::vector<std::string> depthwise;
+      for (size_t i = 0; i < (*forced)->graph().nodes.size(); ++i) {
+        const Node& node = (*forced)->graph().nodes[i];
+        if (node.op_type == "Conv" && node.Int("group", 1).value_or(1) > 1) depthwise.push_back((*forced)->kernel(i).Implementation());
+      }
+      ASSERT_EQ(depthwise.size(), 1u);
+      EXPECT_EQ(depthwise[0].rfind(implementation, 0), 0u) << depthwise[0];
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // ONNX Runtime's quantiser writes uint8 activations with a zero point wherever the range dips

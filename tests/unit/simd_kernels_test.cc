@@ -12,6 +12,7 @@
 
 #include "runtime/kernels/quantize_rules.h"
 #include "runtime/kernels/simd/depthwise_conv.h"
+#include "runtime/kernels/simd/depthwise_int8.h"
 #include "runtime/kernels/simd/dynamic_quantize.h"
 #include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/simd/pointwise_conv.h"
@@ -96,6 +97,7 @@ float Activated(const Activation& a, float v) {
     case Activation::Kind::kRelu: return std::max(v, 0.0f);
     case Activation::Kind::kClip: return std::min(std::max(v, a.low), a.high);
     case Activation::Kind::kHardSwish: return v * std::clamp(v / 6.0f + 0.5f, 0.0f, 1.0f);  // ONNX's definition
+    case Activation::Kind::kSwish: return static_cast<float>(v / (1.0 + std::exp(-static_cast<double>(v))));
   }
   return v;
 }
@@ -267,6 +269,97 @@ TEST(SimdDynamicQuantizeTest, MatchesTheReferenceRulesOnEveryTargetIncludingHalv
         }
       }
     });
+  }
+}
+
+// The int8 depthwise kernel against a plain loop in integers and doubles: uint8 and int8 inputs
+// with zero points (padding is the real 0), 3x3 and 5x5, strides 1 and 2, channel counts that take
+// vectors of 16, 8, 4 and 1 lanes, each activation, fp32 and requantised outputs. fp32 agrees to
+// rounding; a requantised value may differ by one step where the fp32 result sits on a half.
+double ActivateReference(const Activation& a, double v) {
+  switch (a.kind) {
+    case Activation::Kind::kNone: return v;
+    case Activation::Kind::kRelu: return std::max(v, 0.0);
+    case Activation::Kind::kClip: return std::clamp(v, static_cast<double>(a.low), static_cast<double>(a.high));
+    case Activation::Kind::kHardSwish: return v * std::clamp(v + 3.0, 0.0, 6.0) / 6.0;
+    case Activation::Kind::kSwish: return v / (1.0 + std::exp(-v));
+  }
+  return v;
+}
+
+void CheckDepthwiseInt8(const DepthwiseInt8Shape& s, DepthwiseInt8Params p, const std::string& what) {
+  SCOPED_TRACE(what);
+  std::mt19937 random(21);
+  const size_t in_count = static_cast<size_t>(s.batch * s.in_h * s.in_w * s.channels);
+  std::vector<uint8_t> x(in_count);  // the bytes of uint8 or int8 values
+  for (uint8_t& v : x) v = static_cast<uint8_t>(random() % 256);
+  std::vector<int8_t> w(static_cast<size_t>(s.channels * s.kernel_h * s.kernel_w));
+  for (int8_t& v : w) v = static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+  std::vector<float> scales(static_cast<size_t>(s.channels)), bias(static_cast<size_t>(s.channels));
+  for (size_t c = 0; c < scales.size(); ++c) scales[c] = 1e-4f * static_cast<float>(1 + c % 7), bias[c] = static_cast<float>(c % 11) * 97.5f - 400;
+  p.scales = scales;
+  p.bias = bias;
+  const std::vector<float> packed = PackDepthwiseInt8(w.data(), s, &p);
+  const size_t out_count = static_cast<size_t>(s.batch * s.out_h * s.out_w * s.channels);
+  auto x_at = [&](size_t i) { return p.x_signed ? static_cast<int>(static_cast<int8_t>(x[i])) : static_cast<int>(x[i]); };
+  std::vector<double> want(out_count);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t oh = 0; oh < s.out_h; ++oh)
+      for (int64_t ow = 0; ow < s.out_w; ++ow)
+        for (int64_t c = 0; c < s.channels; ++c) {
+          int64_t sum = 0;
+          for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+            for (int64_t kw = 0; kw < s.kernel_w; ++kw) {
+              const int64_t ih = oh * s.stride_h - s.pad_top + kh, iw = ow * s.stride_w - s.pad_left + kw;
+              if (ih < 0 || ih >= s.in_h || iw < 0 || iw >= s.in_w) continue;
+              const auto i = static_cast<size_t>(((n * s.in_h + ih) * s.in_w + iw) * s.channels + c);
+              sum += (x_at(i) - p.x_zero_point) * w[static_cast<size_t>((c * s.kernel_h + kh) * s.kernel_w + kw)];
+            }
+          want[static_cast<size_t>(((n * s.out_h + oh) * s.out_w + ow) * s.channels + c)] =
+              ActivateReference(p.activation, (static_cast<double>(sum) + bias[c]) * scales[c]);
+        }
+  OnEveryTarget([&] {
+    if (!p.y_quantised) {
+      std::vector<float> y(out_count, 99.0f);
+      DepthwiseConvInt8(s, x.data(), packed.data(), p, y.data());
+      for (size_t i = 0; i < out_count; ++i) ASSERT_NEAR(y[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << "at " << i;
+      return;
+    }
+    std::vector<uint8_t> y(out_count, 99);
+    DepthwiseConvInt8(s, x.data(), packed.data(), p, y.data());
+    size_t off_by_one = 0;
+    for (size_t i = 0; i < out_count; ++i) {
+      const double q = std::clamp(std::nearbyint(want[i] / p.y_scale) + p.y_zero_point, p.y_signed ? -128.0 : 0.0,
+                                  p.y_signed ? 127.0 : 255.0);
+      const int got = p.y_signed ? static_cast<int8_t>(y[i]) : y[i];
+      ASSERT_LE(std::fabs(got - q), 1.0) << "at " << i << " want " << want[i] / p.y_scale;
+      off_by_one += got != q;
+    }
+    EXPECT_LE(off_by_one, out_count / 100 + 1);
+  });
+}
+
+TEST(SimdDepthwiseInt8Test, MatchesAPlainLoopOnEveryTargetInputOutputKernelStrideAndChannels) {
+  using Kind = Activation::Kind;
+  for (int64_t channels : {32, 24, 12, 5}) {
+    for (const auto& [kernel, stride, pad] : {std::tuple{3, 1, 1}, std::tuple{3, 2, 1}, std::tuple{5, 1, 2},
+                                               std::tuple{5, 2, 2}, std::tuple{3, 2, 0}}) {
+      // (3x3 stride 2 without padding leaves the input's last column unread.)
+      const int64_t in = 9, out = (in + 2 * pad - kernel) / stride + 1;
+      const DepthwiseInt8Shape s{.batch = 2, .channels = channels, .in_h = in, .in_w = in + 1, .out_h = out,
+                                 .out_w = (in + 1 + 2 * pad - kernel) / stride + 1, .kernel_h = kernel, .kernel_w = kernel,
+                                 .stride_h = stride, .stride_w = stride, .pad_top = pad, .pad_left = pad};
+      const std::string where = std::to_string(channels) + " channels, " + std::to_string(kernel) + "x" +
+                                std::to_string(kernel) + " stride " + std::to_string(stride) + " pad " + std::to_string(pad);
+      CheckDepthwiseInt8(s, {.x_signed = false, .x_zero_point = 128}, where + ", uint8 in, fp32 out");
+      CheckDepthwiseInt8(s, {.x_signed = true, .x_zero_point = 0, .activation = {Kind::kSwish}}, where + ", int8 in, swish");
+      CheckDepthwiseInt8(s, {.x_signed = true, .x_zero_point = -3, .activation = {Kind::kHardSwish}, .y_quantised = true,
+                             .y_scale = 0.02f, .y_zero_point = 0, .y_signed = true}, where + ", hardswish, int8 out");
+      CheckDepthwiseInt8(s, {.x_signed = false, .x_zero_point = 0, .activation = {Kind::kRelu}, .y_quantised = true,
+                             .y_scale = 0.015f, .y_zero_point = 0, .y_signed = false}, where + ", relu, uint8 out");
+      CheckDepthwiseInt8(s, {.x_signed = false, .x_zero_point = 90, .activation = {Kind::kSwish}, .y_quantised = true,
+                             .y_scale = 0.01f, .y_zero_point = 40, .y_signed = false}, where + ", swish, uint8 out with a zero point");
+    }
   }
 }
 

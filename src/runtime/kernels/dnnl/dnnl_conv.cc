@@ -97,7 +97,7 @@ class DnnlConv final : public Kernel {
       }
       Candidate& chosen = plan->candidates[plan->chosen];
       last_ = chosen.simd ? chosen.implementation : "onednn:" + chosen.implementation + (int8_ ? " (int8)" : "");
-      if (plan->swish_quantize_after) last_ += " + swish_quantize";
+      if (plan->swish_quantize_after && !chosen.simd) last_ += " + swish_quantize";
       return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }
@@ -191,9 +191,10 @@ class DnnlConv final : public Kernel {
                               residual ? residual->values<float>().data() : nullptr, dst);
     }
     if (c->simd) {
-      c->simd->Run(x.values<float>().data(), SimdWeights(*c->simd, w, bias).packed,
-                   residual ? residual->values<float>().data() : nullptr, dst);
-      if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
+      c->simd->Run(x.data.get(), SimdWeights(*c->simd, w, bias).packed,
+                   residual ? residual->values<float>().data() : nullptr, dst_memory);
+      // The int8 kernel applies a Swish itself, before it quantises.
+      if (plan->swish_after && !c->simd->int8()) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
       return Status::Ok();
     }
     c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights,
@@ -250,7 +251,7 @@ class DnnlConv final : public Kernel {
     PackedSimd& entry = simd_weights_;
     const bool bias_current = bias == nullptr ? entry.bias_source == nullptr : SameBuffer(entry.bias_source, bias->data);
     if (!SameBuffer(entry.weights_source, w.data) || !bias_current) {
-      entry.packed = conv.Pack(w.values<float>().data(), bias ? bias->values<float>().data() : nullptr);
+      entry.packed = conv.Pack(w.data.get(), bias ? bias->values<float>().data() : nullptr);
       entry.weights_source = w.data;
       entry.bias_source = bias ? bias->data : nullptr;
     }
@@ -394,17 +395,21 @@ class DnnlConv final : public Kernel {
     const bool winograd_applies =
         !int8_ && layouts_.channel_blocked_input(0) && layouts_.channel_blocked_output(0) && (residual == nullptr || residual_matches_output) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
+    // (An int8 kernel takes every post-op: it applies a Swish itself.)
     const std::optional<SimdConv> simd_conv = SimdConv::For(
         {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
-         .blocked_input = layouts_.channel_blocked_input(0), .blocked_output = layouts_.channel_blocked_output(0), .post_ops = &onednn_post_ops,
-         .residual_matches_output = residual_matches_output},
+         .blocked_input = layouts_.channel_blocked_input(0), .blocked_output = layouts_.channel_blocked_output(0),
+         .post_ops = int8_ ? &post_ops_ : &onednn_post_ops, .residual_matches_output = residual_matches_output,
+         .int8 = int8_ ? &*int8_ : nullptr, .x_type = x_type,
+         .channels_last_input = layouts_.input(0) && layouts_.channels_last,
+         .channels_last_output = layouts_.output(0) && layouts_.channels_last},
         ChannelBlock());
     // Once the layer's weights form is settled (WeightsForm), only candidates of that form.
     std::vector<int> winograd_tiles;
     if (winograd_applies && (!weights_form_ || weights_form_->winograd_tile > 0)) {
       winograd_tiles = weights_form_ ? std::vector<int>{weights_form_->winograd_tile} : std::vector<int>{2, 4};
     }
-    const bool simd_allowed = simd_conv && !int8_ && (!weights_form_ || weights_form_->simd == simd_conv->kind());
+    const bool simd_allowed = simd_conv && (!weights_form_ || weights_form_->simd == simd_conv->kind());
     const bool own_form = weights_form_ && (weights_form_->winograd_tile > 0 || weights_form_->simd);
     const bool onednn_allowed = !own_form || !(winograd_applies || simd_conv);
     const bool fixed_layout = weights_form_ && !own_form;

@@ -15,6 +15,7 @@ std::optional<Activation> ActivationOf(const std::vector<PostOp>& ops) {
     case PostOp::Kind::kRelu: return Activation{Activation::Kind::kRelu};
     case PostOp::Kind::kClip: return Activation{.kind = Activation::Kind::kClip, .low = ops[0].alpha, .high = ops[0].beta};
     case PostOp::Kind::kHardSwish: return Activation{Activation::Kind::kHardSwish};
+    case PostOp::Kind::kSwish: return Activation{Activation::Kind::kSwish};
     default: return std::nullopt;
   }
 }

@@ -1,6 +1,6 @@
 // The activation our SIMD convolution kernels fuse after the bias (and the residual): the ones the
-// convolutions of the models we serve carry (Relu, Relu6 as Clip(0, 6), HardSwish). The vector
-// code that applies one is activation-inl.h, included by each kernel's per-target code.
+// convolutions of the models we serve carry (Relu, Relu6 as Clip(0, 6), HardSwish, Swish). The
+// vector code that applies one is activation-inl.h, included by each kernel's per-target code.
 #pragma once
 
 #include <optional>
@@ -13,7 +13,7 @@ struct PostOp;
 namespace inferd::runtime::simd {
 
 struct Activation {
-  enum class Kind { kNone, kRelu, kClip, kHardSwish };
+  enum class Kind { kNone, kRelu, kClip, kHardSwish, kSwish };
   Kind kind = Kind::kNone;
   float low = 0, high = 0;  // kClip's bounds
 };

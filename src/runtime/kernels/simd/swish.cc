@@ -9,38 +9,14 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "runtime/kernels/simd/activation-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Enough floats for the widest vector of any x86 target (AVX-512: 16).
 constexpr size_t kMaxLanes = 64;
-
-// exp(x) for x clamped to [-87, 88], where the result stays a normal float: x = n ln2 + r with
-// |r| <= ln2/2 (ln2 split in two for precision), exp(r) by the polynomial, 2^n by the exponent bits.
-template <class D, class V>
-V Exp(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  x = hn::Min(hn::Max(x, hn::Set(d, -87.0f)), hn::Set(d, 88.0f));
-  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504f)));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
-  V p = hn::Set(d, 1.9875691500e-4f);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
-  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
-  const auto two_to_n = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
-  return hn::Mul(p, hn::BitCast(d, two_to_n));
-}
-
-// x / (1 + exp(-x)): NaN in, NaN out (the division reads x itself).
-template <class D, class V>
-V SwishOf(D d, V x) {
-  return hn::Div(x, hn::Add(hn::Set(d, 1.0f), Exp(d, hn::Neg(x))));
-}
 
 void SwishRange(float* HWY_RESTRICT x, size_t count) {
   const hn::ScalableTag<float> d;
