@@ -479,6 +479,39 @@ TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
   std::filesystem::remove_all(dir);
 }
 
+// x -> Conv 3x3 + Relu -> c -> squeeze-excitation (GlobalAveragePool, Conv 1x1, Sigmoid, Mul by c)
+// -> Conv 1x1 -> y, the outer convolutions int8: c is NHWC, and the Mul scales it with our
+// channel-scale loop (one block of every channel per image) rather than oneDNN's binary.
+TEST(Int8Test, ASqueezeExcitationScaleOnChannelsLastRunsOnOurLoopAndMatchesTheQdqGraph) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {24, 16, 3, 3}, true, 61);
+  b.Op("Conv", {"x_dq", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}}).Op("Relu", {"c1"}, {"c"});
+  b.Constant("w_se", Random({24, 24, 1, 1}, 62, -0.5f, 0.5f));
+  b.Op("GlobalAveragePool", {"c"}, {"pooled"}).Op("Conv", {"pooled", "w_se"}, {"squeezed"});
+  b.Op("Sigmoid", {"squeezed"}, {"scale"}).Op("Mul", {"c", "scale"}, {"excited"});
+  QuantizeDequantize(b, "excited", 0.003f, /*is_signed=*/false);
+  Weight(b, "w2", {8, 24, 1, 1}, true, 63);
+  b.Op("Conv", {"excited_dq", "w2"}, {"y"}).Output("y");
+  const Graph graph = b.graph();
+  auto fused = Session::FromGraph(graph, {.tune = TuneMode::kOff});
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(fused.ok() && reference.ok());
+  for (const Shape& shape : {Shape{2, 16, 9, 11}, Shape{1, 16, 5, 5}}) {
+    const std::vector<Tensor> inputs{Random(shape, 64)};
+    std::vector<Tensor> out_fused, out_reference;
+    ASSERT_TRUE((*fused)->Run(inputs, &out_fused).ok());
+    ASSERT_TRUE((*reference)->Run(inputs, &out_reference).ok());
+    EXPECT_LT(RelativeError(out_fused[0], out_reference[0]), 0.01f);
+  }
+  bool scaled_by_our_loop = false;
+  for (size_t i = 0; i < (*fused)->graph().nodes.size(); ++i) {
+    if ((*fused)->kernel(i).Implementation() == "inferd:channel_scale") scaled_by_our_loop = true;
+  }
+  EXPECT_TRUE(scaled_by_our_loop);
+}
+
 // ONNX Runtime's quantiser writes uint8 activations with a zero point wherever the range dips
 // below 0. They fuse too: oneDNN subtracts the zero point (padding counts as a real 0, which a
 // wrong padding value would show at the 3x3 layers' borders, x's zero point being 128), and a

@@ -507,7 +507,7 @@ TEST(VectorMathTest, ChannelScaleMultipliesEachBlockByItsFactors) {
   std::uniform_real_distribution<float> values(-4, 4);
   for (int threads : {1, 2}) {
     ASSERT_TRUE(SetIntraOpThreads(threads) || threads == 1);
-    for (int64_t block : {8, 16}) {  // AVX2's and AVX-512's channel blocks
+    for (int64_t block : {8, 16, 120}) {  // AVX2's and AVX-512's channel blocks, NHWC's every channel
       for (int64_t pixels : {1, 3, 49, 3000}) {
         const int64_t blocks = 5;
         std::vector<float> x(blocks * pixels * block), factors(blocks * block);

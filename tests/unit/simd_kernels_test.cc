@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/kernels/quantize_rules.h"
+#include "runtime/kernels/simd/channel_scale.h"
 #include "runtime/kernels/simd/depthwise_conv.h"
 #include "runtime/kernels/simd/depthwise_int8.h"
 #include "runtime/kernels/simd/dynamic_quantize.h"
@@ -359,6 +360,26 @@ TEST(SimdDepthwiseInt8Test, MatchesAPlainLoopOnEveryTargetInputOutputKernelStrid
                              .y_scale = 0.015f, .y_zero_point = 0, .y_signed = false}, where + ", relu, uint8 out");
       CheckDepthwiseInt8(s, {.x_signed = false, .x_zero_point = 90, .activation = {Kind::kSwish}, .y_quantised = true,
                              .y_scale = 0.01f, .y_zero_point = 40, .y_signed = false}, where + ", swish, uint8 out with a zero point");
+    }
+  }
+}
+
+// The channel scale on every target: blocked layouts' blocks (8, 16) and NHWC's (every channel
+// count: vectors of 8, 4 and 1 lanes), in place too.
+TEST(SimdChannelScaleTest, MatchesAPlainLoopOnEveryTargetAndBlock) {
+  for (int64_t block : {8, 16, 24, 12, 5}) {
+    for (int64_t pixels : {1, 3, 49}) {
+      const std::vector<float> x = RandomValues(static_cast<size_t>(pixels * block), 31);
+      const std::vector<float> factors = RandomValues(static_cast<size_t>(block), 32);
+      OnEveryTarget([&] {
+        std::vector<float> y(x.size(), 99.0f), in_place = x;
+        ScaleChannelBlock(x.data(), factors.data(), y.data(), pixels, block);
+        ScaleChannelBlock(in_place.data(), factors.data(), in_place.data(), pixels, block);
+        for (size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(y[i], x[i] * factors[i % static_cast<size_t>(block)]) << "block " << block << " at " << i;
+          ASSERT_EQ(in_place[i], y[i]);
+        }
+      });
     }
   }
 }

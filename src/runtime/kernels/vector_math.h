@@ -20,11 +20,10 @@ void SwishInPlace(float* data, int64_t count);
 // `zero_point`, parallel over the intra-op threads: an int8 convolution's requantised output.
 void SwishQuantize(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y);
 
-// A factor per image and channel on the blocked layout (squeeze-excitation's x * scale, scale
-// [N, C, 1, 1]): x and y are `blocks` (images x channel blocks) runs of `pixels` x `block` floats,
-// factors `blocks` x `block` floats (the blocked layout of [N, C, 1, 1]). y may be x. Parallel
-// over the intra-op threads. oneDNN 2.6's binary primitive ran this at about half the speed on
-// AVX2 (its jit:uni broadcast path).
+// A factor per image and channel on a blocked layout (squeeze-excitation's x * scale, scale
+// [N, C, 1, 1]): x and y are `blocks` (images x channel blocks; NHWC: images, block = C) runs of
+// `pixels` x `block` floats, factors `blocks` x `block` floats (the blocked layout of [N, C, 1, 1]).
+// y may be x. Parallel over the intra-op threads (simd/channel_scale.h per block).
 void ScaleChannelBlocks(const float* x, const float* factors, float* y, int64_t blocks, int64_t pixels, int64_t block);
 
 }  // namespace inferd::runtime

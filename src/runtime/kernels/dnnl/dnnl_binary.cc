@@ -78,8 +78,7 @@ class DnnlBinary final : public Kernel {
     Shape padded = second->shape;
     padded.insert(padded.begin(), out_shape->size() - padded.size(), 1);
     if (out_shape->empty()) padded = {1};
-    if (blocked && !layouts_.channels_last && op_.algorithm == dnnl::algorithm::binary_mul &&
-        IsPerChannel(padded, *out_shape)) {
+    if (blocked && op_.algorithm == dnnl::algorithm::binary_mul && IsPerChannel(padded, *out_shape)) {
       return ScaleChannels(src0, *second, *out_shape, out);
     }
     const Shape dst_shape = out_shape->empty() ? Shape{1} : *out_shape;
@@ -119,9 +118,9 @@ class DnnlBinary final : public Kernel {
   // Squeeze-excitation's scaling, and a constant per-channel scale, on blocked tensors by our loop
   // (kernels/vector_math.h). oneDNN 2.6's binary ran the first through jit:uni at about half the
   // speed, and the second (one factor set for every image) on its reference path with 16-channel
-  // blocks.
+  // blocks. NHWC (int8 graphs) is one block of every channel per image.
   Status ScaleChannels(const Tensor& x, const Tensor& factors, const Shape& out_shape, Outputs out) {
-    const int64_t block = ChannelBlock();
+    const int64_t block = layouts_.channels_last ? out_shape[1] : ChannelBlock();
     ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape, layouts_.channels_last)));
     const int64_t channel_blocks = (out_shape[1] + block - 1) / block;
     const int64_t pixels = out_shape[2] * out_shape[3];
