@@ -339,7 +339,7 @@ class DnnlConv final : public Kernel {
                                                         strides, dilations, pad_l, pad_r);
     };
     const bool residual_blocked = residual != nullptr && layouts_.input(layouts_.inputs.size() - 1);
-    // (Not on a quantised output: our pass reads and writes fp32; oneDNN's post-op runs then.)
+    // A trailing Swish is our pass over the output (quantising it too, where the output is int8).
     const bool trailing_swish = !post_ops_.empty() && post_ops_.back().kind == PostOp::Kind::kSwish;
     plan->swish_after = trailing_swish && OutputType() == DataType::kFp32;
     plan->swish_quantize_after = trailing_swish && OutputType() != DataType::kFp32;
