@@ -481,7 +481,8 @@ TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
 
 // x -> Conv 3x3 + Relu -> c -> squeeze-excitation (GlobalAveragePool, Conv 1x1, Sigmoid, Mul by c)
 // -> Conv 1x1 -> y, the outer convolutions int8: c is NHWC, and the Mul scales it with our
-// channel-scale loop (one block of every channel per image) rather than oneDNN's binary.
+// channel-scale loop (one block of every channel per image) rather than oneDNN's binary, writing
+// its output quantised for the last convolution.
 TEST(Int8Test, ASqueezeExcitationScaleOnChannelsLastRunsOnOurLoopAndMatchesTheQdqGraph) {
   GraphBuilder b;
   b.Input("x");
@@ -507,9 +508,27 @@ TEST(Int8Test, ASqueezeExcitationScaleOnChannelsLastRunsOnOurLoopAndMatchesTheQd
   }
   bool scaled_by_our_loop = false;
   for (size_t i = 0; i < (*fused)->graph().nodes.size(); ++i) {
-    if ((*fused)->kernel(i).Implementation() == "inferd:channel_scale") scaled_by_our_loop = true;
+    if ((*fused)->kernel(i).Implementation() == "inferd:channel_scale (int8 out)") scaled_by_our_loop = true;
   }
   EXPECT_TRUE(scaled_by_our_loop);
+}
+
+// A Mul that is not a per-channel scale (here by a tensor of its own shape), read by an int8 Conv
+// only: it too writes its output quantised, computed in fp32 and then rounded as QuantizeLinear does.
+TEST(Int8Test, AnyMulReadOnlyByAnInt8ConvWritesItsOutputQuantised) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {24, 16, 3, 3}, true, 71);
+  b.Op("Conv", {"x_dq", "w1"}, {"c"}, {{"pads", Ints({1, 1, 1, 1})}});
+  b.Op("Tanh", {"c"}, {"t"}).Op("Mul", {"c", "t"}, {"m"});
+  QuantizeDequantize(b, "m", 0.004f, /*is_signed=*/false, /*zero_point=*/10);
+  Weight(b, "w2", {8, 24, 1, 1}, true, 72);
+  b.Op("Conv", {"m_dq", "w2"}, {"y"}).Output("y");
+  const Outputs out = RunBothWays(b.graph(), {2, 16, 7, 5});
+  ASSERT_EQ(out.fused.shape, (Shape{2, 8, 7, 5}));
+  EXPECT_EQ(out.requantized, 1);  // the Mul (the first Conv has fp32 readers)
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
 }
 
 // ONNX Runtime's quantiser writes uint8 activations with a zero point wherever the range dips

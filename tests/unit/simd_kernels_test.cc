@@ -379,6 +379,17 @@ TEST(SimdChannelScaleTest, MatchesAPlainLoopOnEveryTargetAndBlock) {
           ASSERT_EQ(y[i], x[i] * factors[i % static_cast<size_t>(block)]) << "block " << block << " at " << i;
           ASSERT_EQ(in_place[i], y[i]);
         }
+        // Written quantised: the reference rule applied to the same products, byte for byte.
+        std::vector<int8_t> q8(x.size(), 99);
+        ScaleChannelBlock(x.data(), factors.data(), q8.data(), pixels, block,
+                          {.quantised = true, .scale = 0.05f, .zero_point = -4, .is_signed = true});
+        std::vector<uint8_t> qu(x.size(), 99);
+        ScaleChannelBlock(x.data(), factors.data(), qu.data(), pixels, block,
+                          {.quantised = true, .scale = 0.02f, .zero_point = 128, .is_signed = false});
+        for (size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(q8[i], Quantize<int8_t>(y[i], 0.05f, -4)) << "block " << block << " at " << i;
+          ASSERT_EQ(qu[i], Quantize<uint8_t>(y[i], 0.02f, 128)) << "block " << block << " at " << i;
+        }
       });
     }
   }
@@ -425,12 +436,17 @@ TEST(SimdSwishTest, QuantisedOutputIsTheReferenceRuleAppliedToSwishOnEveryTarget
           for (size_t i = 0; i < x.size(); ++i) {
             ASSERT_EQ(q8[i], Quantize<int8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
           }
+          std::vector<int8_t> plain8(x.size(), 99);  // the rounding alone
+          QuantizeValues(x.data(), x.size(), scale, zero_point, /*is_signed=*/true, plain8.data());
+          for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(plain8[i], Quantize<int8_t>(x[i], scale, zero_point)) << i;
           if (zero_point < 0) continue;
           std::vector<uint8_t> qu(x.size(), 99);
           SwishQuantize(x.data(), x.size(), scale, zero_point, /*is_signed=*/false, qu.data());
           for (size_t i = 0; i < x.size(); ++i) {
             ASSERT_EQ(qu[i], Quantize<uint8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
           }
+          QuantizeValues(x.data(), x.size(), scale, zero_point, /*is_signed=*/false, qu.data());
+          for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(qu[i], Quantize<uint8_t>(x[i], scale, zero_point)) << i;
         }
       }
     });

@@ -14,7 +14,9 @@ constexpr int64_t kGrain = 1 << 14;  // elements per parallel item: enough to pa
 
 }  // namespace
 
-void ScaleChannelBlocks(const float* x, const float* factors, float* y, int64_t blocks, int64_t pixels, int64_t block) {
+void ScaleChannelBlocks(const float* x, const float* factors, void* y, int64_t blocks, int64_t pixels, int64_t block,
+                        const simd::ChannelScaleOutput& output) {
+  const int64_t value_bytes = output.quantised ? 1 : static_cast<int64_t>(sizeof(float));
   // Items of a block's pixels, so that NHWC's few large blocks (one per image) split too.
   const int64_t chunk = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, block));
   const int64_t chunks = (pixels + chunk - 1) / chunk;
@@ -22,7 +24,8 @@ void ScaleChannelBlocks(const float* x, const float* factors, float* y, int64_t 
     for (int64_t item = first; item < last; ++item) {
       const int64_t b = item / chunks, pixel = item % chunks * chunk;
       const int64_t offset = (b * pixels + pixel) * block;
-      simd::ScaleChannelBlock(x + offset, factors + b * block, y + offset, std::min(chunk, pixels - pixel), block);
+      simd::ScaleChannelBlock(x + offset, factors + b * block, static_cast<uint8_t*>(y) + offset * value_bytes,
+                              std::min(chunk, pixels - pixel), block, output);
     }
   });
 }
@@ -46,6 +49,15 @@ void SwishQuantize(const float* x, int64_t count, float scale, int32_t zero_poin
     const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
     simd::SwishQuantize(x + begin, static_cast<size_t>(end - begin), scale, zero_point, is_signed,
                         static_cast<uint8_t*>(y) + begin);  // one byte per value
+  });
+}
+
+void QuantizeInto(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y) {
+  const int64_t items = (count + kGrain - 1) / kGrain;
+  ParallelFor(items, [&](int64_t first, int64_t last) {
+    const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
+    simd::QuantizeValues(x + begin, static_cast<size_t>(end - begin), scale, zero_point, is_signed,
+                   static_cast<uint8_t*>(y) + begin);  // one byte per value
   });
 }
 

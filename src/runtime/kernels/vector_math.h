@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/simd/channel_scale.h"
+
 namespace inferd::runtime {
 
 // The CPU runs AVX2 and FMA, which our vectorised kernels (this file, Winograd) are written for.
@@ -24,6 +26,12 @@ void SwishQuantize(const float* x, int64_t count, float scale, int32_t zero_poin
 // [N, C, 1, 1]): x and y are `blocks` (images x channel blocks; NHWC: images, block = C) runs of
 // `pixels` x `block` floats, factors `blocks` x `block` floats (the blocked layout of [N, C, 1, 1]).
 // y may be x. Parallel over the intra-op threads (simd/channel_scale.h per block).
-void ScaleChannelBlocks(const float* x, const float* factors, float* y, int64_t blocks, int64_t pixels, int64_t block);
+// With `output` quantised, y holds one byte per value and may not be x.
+void ScaleChannelBlocks(const float* x, const float* factors, void* y, int64_t blocks, int64_t pixels, int64_t block,
+                        const simd::ChannelScaleOutput& output = {});
+
+// QuantizeLinear's rule over a buffer into int8 (is_signed) or uint8, parallel over the intra-op
+// threads: an fp32 result written quantised for the int8 convolution that reads it.
+void QuantizeInto(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y);
 
 }  // namespace inferd::runtime

@@ -9,6 +9,8 @@
 // quantising its output at one scale writes that output quantised (uint8/int8) instead of fp32,
 // and the readers take it as it is: half the bytes written and read, and no quantising reorder.
 // The QDQ graph rounds the fp32 result (after its activation) to that scale; so does the kernel.
+// A Mul does the same (squeeze-excitation's scale, whose reader is the block's int8 projection;
+// kernels/dnnl/dnnl_binary.cc).
 //
 // Fused only where the kernel is exact: activations per tensor with any zero point (ours write 0;
 // ONNX Runtime's quantiser writes asymmetric uint8), symmetric weights (zero points 0) per tensor
@@ -408,10 +410,9 @@ StatusOr<int> FuseInt8Requantize(Graph* graph) {
   const auto consumers = ConsumersOf(*graph);
   int rewrites = 0;
   for (Node& producer : graph->nodes) {
-    if (!IsOp(producer, "Conv") || !producer.Has(kInt8InputScale) || producer.Has(kInt8OutputScale) ||
-        producer.outputs.size() != 1) {
-      continue;
-    }
+    const bool int8_conv = IsOp(producer, "Conv") && producer.Has(kInt8InputScale);
+    const bool mul = IsOp(producer, "Mul") && producer.inputs.size() == 2;
+    if ((!int8_conv && !mul) || producer.Has(kInt8OutputScale) || producer.outputs.size() != 1) continue;
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(producer));
     const ValueId y = producer.outputs[0];
     // A residual Add would need the residual quantised too: such a Conv keeps writing fp32.

@@ -4,9 +4,11 @@
 // swaps them; the rest (both inputs broadcast, integer types, the legacy opset < 7 broadcast
 // attributes) runs on the reference kernel.
 #include <map>
+#include <optional>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/dnnl/dnnl_layout.h"
+#include "runtime/kernels/int8_attributes.h"
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/vector_math.h"
@@ -32,18 +34,37 @@ constexpr BinaryOp kBinaryOps[] = {
 
 class DnnlBinary final : public Kernel {
  public:
-  DnnlBinary(BinaryOp op, Layouts layouts, std::unique_ptr<Kernel> fallback)
-      : op_(op), layouts_(std::move(layouts)), fallback_(std::move(fallback)) {}
+  // quantised_output: set where every reader is an int8 Conv that takes this output quantised
+  // (qdq_fusion.cc, FuseInt8Requantize): squeeze-excitation's scale quantises as it writes; any
+  // other case computes fp32 and quantises after.
+  DnnlBinary(BinaryOp op, Layouts layouts, std::unique_ptr<Kernel> fallback,
+             std::optional<simd::ChannelScaleOutput> quantised_output)
+      : op_(op), layouts_(std::move(layouts)), fallback_(std::move(fallback)), quantised_(quantised_output) {}
   std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
 
   // Element-wise: each output element is written after the inputs' elements at its place are
   // read, on every path, except that oneDNN takes its destination in place of its first operand
   // only (Run swaps a commutative op's operands, or falls back, when the plan chose the second).
-  bool OutputMayReuseInput(size_t input) const override { return input == 0 || (input == 1 && op_.commutative); }
+  // (Not a quantised output: a byte written per float read would overtake the reading threads.)
+  bool OutputMayReuseInput(size_t input) const override {
+    return !quantised_ && (input == 0 || (input == 1 && op_.commutative));
+  }
 
   Status Run(Inputs in, Outputs out) override {
     last_.clear();
+    if (!quantised_) return Compute(in, out, nullptr);
+    Tensor fp32;
+    bool written = false;
+    RETURN_IF_ERROR(Compute(in, std::span<Tensor>(&fp32, 1), &out[0], &written));
+    if (written) return Status::Ok();
+    return QuantiseOutput(fp32, &out[0]);
+  }
+
+ private:
+  // The op's result in `out` (fp32); with `quantised_out`, the squeeze-excitation path writes
+  // there quantised instead and sets *written.
+  Status Compute(Inputs in, Outputs out, Tensor* quantised_out, bool* written = nullptr) {
     if (in.size() != 2 || in[0] == nullptr || in[1] == nullptr || in[0]->dtype != DataType::kFp32 ||
         in[1]->dtype != DataType::kFp32 || ElementsOf(*in[0]) == 0 || ElementsOf(*in[1]) == 0) {
       return Fallback(in, out);
@@ -78,8 +99,11 @@ class DnnlBinary final : public Kernel {
     Shape padded = second->shape;
     padded.insert(padded.begin(), out_shape->size() - padded.size(), 1);
     if (out_shape->empty()) padded = {1};
-    if (blocked && op_.algorithm == dnnl::algorithm::binary_mul && IsPerChannel(padded, *out_shape)) {
-      return ScaleChannels(src0, *second, *out_shape, out);
+    if (blocked && op_.algorithm == dnnl::algorithm::binary_mul && IsPerChannel(padded, *out_shape) &&
+        (quantised_out == nullptr || layouts_.channels_last)) {
+      if (quantised_out == nullptr) return ScaleChannels(src0, *second, *out_shape, &out[0], {});
+      *written = true;
+      return ScaleChannels(src0, *second, *out_shape, quantised_out, *quantised_);
     }
     const Shape dst_shape = out_shape->empty() ? Shape{1} : *out_shape;
     auto key = std::make_pair(dst_shape, padded);
@@ -99,7 +123,20 @@ class DnnlBinary final : public Kernel {
     });
   }
 
- private:
+  // `fp32` (the output's layout) quantised into `out`, one byte per value.
+  Status QuantiseOutput(const Tensor& fp32, Tensor* out) {
+    const DataType type = quantised_->is_signed ? DataType::kInt8 : DataType::kUint8;
+    const dnnl::memory::desc desc = layouts_.Desc(fp32.shape, layouts_.output(0), DnnlType(type));
+    if (fp32.dtype != DataType::kFp32 || fp32.byte_size != desc.get_size() * sizeof(float)) {
+      return Status::Internal("binary: a quantised output needs an fp32 result without padding");
+    }
+    ASSIGN_OR_RETURN(void* dst, AllocateWithDesc(out, fp32.shape, desc, type));
+    QuantizeInto(fp32.values<float>().data(), static_cast<int64_t>(desc.get_size()), quantised_->scale,
+                 quantised_->zero_point, quantised_->is_signed, dst);
+    last_ = (last_.empty() ? "reference" : last_) + " then quantised";
+    return Status::Ok();
+  }
+
   struct Plan {
     bool usable = false;
     dnnl::memory::desc src1_desc, dst_desc;
@@ -119,22 +156,28 @@ class DnnlBinary final : public Kernel {
   // (kernels/vector_math.h). oneDNN 2.6's binary ran the first through jit:uni at about half the
   // speed, and the second (one factor set for every image) on its reference path with 16-channel
   // blocks. NHWC (int8 graphs) is one block of every channel per image.
-  Status ScaleChannels(const Tensor& x, const Tensor& factors, const Shape& out_shape, Outputs out) {
+  Status ScaleChannels(const Tensor& x, const Tensor& factors, const Shape& out_shape, Tensor* out,
+                       const simd::ChannelScaleOutput& output) {
     const int64_t block = layouts_.channels_last ? out_shape[1] : ChannelBlock();
-    ASSIGN_OR_RETURN(float* dst, AllocateWithDesc(&out[0], out_shape, BlockedDesc(out_shape, layouts_.channels_last)));
+    const DataType type = !output.quantised ? DataType::kFp32 : output.is_signed ? DataType::kInt8 : DataType::kUint8;
+    ASSIGN_OR_RETURN(void* dst_memory,
+                     AllocateWithDesc(out, out_shape, BlockedDesc(out_shape, layouts_.channels_last, DnnlType(type)), type));
+    auto* dst = static_cast<uint8_t*>(dst_memory);
+    const int64_t value_bytes = output.quantised ? 1 : static_cast<int64_t>(sizeof(float));
     const int64_t channel_blocks = (out_shape[1] + block - 1) / block;
     const int64_t pixels = out_shape[2] * out_shape[3];
     const float* source = x.values<float>().data();
     if (factors.shape[0] == out_shape[0]) {
-      ScaleChannelBlocks(source, factors.values<float>().data(), dst, out_shape[0] * channel_blocks, pixels, block);
+      ScaleChannelBlocks(source, factors.values<float>().data(), dst, out_shape[0] * channel_blocks, pixels, block,
+                         output);
     } else {
       const int64_t image = channel_blocks * pixels * block;
       for (int64_t n = 0; n < out_shape[0]; ++n) {
-        ScaleChannelBlocks(source + n * image, factors.values<float>().data(), dst + n * image, channel_blocks, pixels,
+        ScaleChannelBlocks(source + n * image, factors.values<float>().data(), dst + n * image * value_bytes, channel_blocks, pixels,
                            block);
       }
     }
-    last_ = "inferd:channel_scale";
+    last_ = output.quantised ? "inferd:channel_scale (int8 out)" : "inferd:channel_scale";
     return Status::Ok();
   }
 
@@ -171,8 +214,24 @@ class DnnlBinary final : public Kernel {
   ShapePlans<std::pair<Shape, Shape>, Plan> plans_;
   std::shared_ptr<const uint8_t> reordered_source_;
   Tensor reordered_;
+  std::optional<simd::ChannelScaleOutput> quantised_;
   std::string last_;
 };
+
+// The output quantisation FuseInt8Requantize wrote on the node, if any.
+StatusOr<std::optional<simd::ChannelScaleOutput>> ReadQuantisedOutput(const Node& node) {
+  if (!node.Has(kInt8OutputScale)) return std::optional<simd::ChannelScaleOutput>();
+  simd::ChannelScaleOutput output{.quantised = true};
+  ASSIGN_OR_RETURN(output.scale, node.Float(kInt8OutputScale, 1));
+  ASSIGN_OR_RETURN(int64_t is_signed, node.Int(kInt8OutputSigned, 0));
+  ASSIGN_OR_RETURN(int64_t zero_point, node.Int(kInt8OutputZeroPoint, 0));
+  output.is_signed = is_signed != 0;
+  if (!(output.scale > 0) || !FitsQuantised(zero_point, output.is_signed)) {
+    return Status::InvalidArgument(node.Describe() + ": bad int8 output quantisation");
+  }
+  output.zero_point = static_cast<int32_t>(zero_point);
+  return std::optional(output);
+}
 
 }  // namespace
 
@@ -182,7 +241,9 @@ void RegisterDnnlBinaryKernels(KernelRegistry* r) {
     r->Register(op.op, 7, [op, reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {
       ASSIGN_OR_RETURN(std::unique_ptr<Kernel> fallback, reference(node, opset));
       ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
-      return std::unique_ptr<Kernel>(std::make_unique<DnnlBinary>(op, std::move(layouts), std::move(fallback)));
+      ASSIGN_OR_RETURN(std::optional<simd::ChannelScaleOutput> quantised, ReadQuantisedOutput(node));
+      return std::unique_ptr<Kernel>(
+          std::make_unique<DnnlBinary>(op, std::move(layouts), std::move(fallback), quantised));
     });
   }
 }

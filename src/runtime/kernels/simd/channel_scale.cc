@@ -1,38 +1,57 @@
 #include "runtime/kernels/simd/channel_scale.h"
 
 #include <cstddef>
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/kernels/simd/channel_scale.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "runtime/kernels/simd/quantize-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-template <size_t kLanes>
-void ScaleWith(const float* HWY_RESTRICT x, const float* HWY_RESTRICT factors, float* y, int64_t pixels,
-               int64_t block) {
+template <size_t kLanes, typename Y>
+void ScaleWith(const float* x, const float* HWY_RESTRICT factors, Y* y, int64_t pixels, int64_t block,
+               const ChannelScaleOutput& output) {
   const hn::CappedTag<float, kLanes> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
+  auto store = [&](hn::Vec<decltype(d)> v, Y* to) {
+    if constexpr (std::is_same_v<Y, float>) {
+      hn::StoreU(v, d, to);
+    } else {
+      StoreQuantized(d, v, output.scale, output.zero_point, to);
+    }
+  };
   if (block == lanes) {  // the common blocked layout: one register of factors for every pixel
     const auto f = hn::LoadU(d, factors);
-    for (int64_t p = 0; p < pixels; ++p) hn::StoreU(hn::Mul(hn::LoadU(d, x + p * block), f), d, y + p * block);
+    for (int64_t p = 0; p < pixels; ++p) store(hn::Mul(hn::LoadU(d, x + p * block), f), y + p * block);
     return;
   }
   for (int64_t p = 0; p < pixels; ++p) {
     for (int64_t v = 0; v < block; v += lanes) {
-      hn::StoreU(hn::Mul(hn::LoadU(d, x + p * block + v), hn::LoadU(d, factors + v)), d, y + p * block + v);
+      store(hn::Mul(hn::LoadU(d, x + p * block + v), hn::LoadU(d, factors + v)), y + p * block + v);
     }
   }
 }
 
-void Scale(const float* x, const float* factors, float* y, int64_t pixels, int64_t block) {
-  if (block % 16 == 0) return ScaleWith<16>(x, factors, y, pixels, block);
-  if (block % 8 == 0) return ScaleWith<8>(x, factors, y, pixels, block);
-  if (block % 4 == 0) return ScaleWith<4>(x, factors, y, pixels, block);
-  ScaleWith<1>(x, factors, y, pixels, block);
+template <typename Y>
+void ScaleInto(const float* x, const float* factors, void* y, int64_t pixels, int64_t block,
+               const ChannelScaleOutput& output) {
+  Y* to = static_cast<Y*>(y);
+  if (block % 16 == 0) return ScaleWith<16>(x, factors, to, pixels, block, output);
+  if (block % 8 == 0) return ScaleWith<8>(x, factors, to, pixels, block, output);
+  if (block % 4 == 0) return ScaleWith<4>(x, factors, to, pixels, block, output);
+  ScaleWith<1>(x, factors, to, pixels, block, output);
+}
+
+void Scale(const float* x, const float* factors, void* y, int64_t pixels, int64_t block, const ChannelScaleOutput& output) {
+  if (!output.quantised) return ScaleInto<float>(x, factors, y, pixels, block, output);
+  if (output.is_signed) return ScaleInto<int8_t>(x, factors, y, pixels, block, output);
+  ScaleInto<uint8_t>(x, factors, y, pixels, block, output);
 }
 
 }  // namespace inferd::runtime::simd::HWY_NAMESPACE
@@ -43,8 +62,9 @@ namespace inferd::runtime::simd {
 
 HWY_EXPORT(Scale);
 
-void ScaleChannelBlock(const float* x, const float* factors, float* y, int64_t pixels, int64_t block) {
-  HWY_DYNAMIC_DISPATCH(Scale)(x, factors, y, pixels, block);
+void ScaleChannelBlock(const float* x, const float* factors, void* y, int64_t pixels, int64_t block,
+                       const ChannelScaleOutput& output) {
+  HWY_DYNAMIC_DISPATCH(Scale)(x, factors, y, pixels, block, output);
 }
 
 }  // namespace inferd::runtime::simd

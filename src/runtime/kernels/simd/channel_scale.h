@@ -11,7 +11,18 @@
 
 namespace inferd::runtime::simd {
 
-// One block: `pixels` x `block` floats times `block` factors.
-void ScaleChannelBlock(const float* x, const float* factors, float* y, int64_t pixels, int64_t block);
+// What the scaled values are written as: fp32, or quantised by QuantizeLinear's rule into int8
+// (is_signed) or uint8, for an int8 convolution that reads them (passes/qdq_fusion.cc).
+struct ChannelScaleOutput {
+  bool quantised = false;
+  float scale = 1;
+  int32_t zero_point = 0;
+  bool is_signed = false;
+};
+
+// One block: `pixels` x `block` floats times `block` factors into y (fp32, or one byte per value
+// when quantised; then y may not be x).
+void ScaleChannelBlock(const float* x, const float* factors, void* y, int64_t pixels, int64_t block,
+                       const ChannelScaleOutput& output = {});
 
 }  // namespace inferd::runtime::simd

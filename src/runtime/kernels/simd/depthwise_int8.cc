@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include <hwy/highway.h>
 
 #include "runtime/kernels/simd/activation-inl.h"
+#include "runtime/kernels/simd/quantize-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
@@ -21,19 +21,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int64_t kChannelPadding = 16;
 constexpr int64_t kMaxKernelHeight = 16;  // what DepthwiseInt8Shape allows (depthwise_int8.h)
 
-// Stores one vector of results: fp32 as it is, or quantised (round half to even, the zero point,
-// saturation; the division in fp32 as QuantizeLinear's rule has it).
+// Stores one vector of results: fp32 as it is, or quantised by QuantizeLinear's rule.
 template <typename Y, class D, class V>
 HWY_INLINE void StoreResult(D d, V v, const DepthwiseInt8Params& p, Y* y) {
   if constexpr (std::is_same_v<Y, float>) {
     hn::StoreU(v, d, y);
   } else {
-    const hn::Rebind<int32_t, D> di;
-    const hn::Rebind<Y, D> dy;
-    const V rounded = hn::Add(hn::Round(hn::Div(v, hn::Set(d, p.y_scale))), hn::Set(d, static_cast<float>(p.y_zero_point)));
-    const V clamped = hn::Min(hn::Max(rounded, hn::Set(d, static_cast<float>(std::numeric_limits<Y>::min()))),
-                              hn::Set(d, static_cast<float>(std::numeric_limits<Y>::max())));
-    hn::StoreU(hn::DemoteTo(dy, hn::ConvertTo(di, clamped)), dy, y);
+    StoreQuantized(d, v, p.y_scale, p.y_zero_point, y);
   }
 }
 

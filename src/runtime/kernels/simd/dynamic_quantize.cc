@@ -10,6 +10,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "runtime/kernels/simd/quantize-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -36,20 +38,11 @@ void Range(const float* HWY_RESTRICT x, size_t count, float* low_high) {
   low_high[1] = high;
 }
 
-// Adding the zero point in FP32 is exact below 2^24; above it the value saturates either way.
 void ToUint8(const float* HWY_RESTRICT x, size_t count, float scale, uint8_t zero_point, uint8_t* HWY_RESTRICT q) {
   const hn::ScalableTag<float> df;
-  const hn::Rebind<int32_t, decltype(df)> di;
-  const hn::Rebind<uint8_t, decltype(df)> du8;
   const size_t lanes = hn::Lanes(df);
-  const auto divisor = hn::Set(df, scale), offset = hn::Set(df, zero_point);
-  const auto lowest = hn::Zero(df), highest = hn::Set(df, 255.0f);
   size_t i = 0;
-  for (; i + lanes <= count; i += lanes) {
-    const auto rounded = hn::Add(hn::Round(hn::Div(hn::LoadU(df, x + i), divisor)), offset);
-    const auto clamped = hn::Min(hn::Max(rounded, lowest), highest);
-    hn::StoreU(hn::DemoteTo(du8, hn::ConvertTo(di, clamped)), du8, q + i);
-  }
+  for (; i + lanes <= count; i += lanes) StoreQuantized(df, hn::LoadU(df, x + i), scale, zero_point, q + i);
   for (; i < count; ++i) q[i] = Quantize<uint8_t>(x[i], scale, zero_point);
 }
 

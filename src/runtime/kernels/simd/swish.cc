@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "runtime/kernels/simd/swish.cc"
@@ -10,6 +9,7 @@
 #include <hwy/highway.h>
 
 #include "runtime/kernels/simd/activation-inl.h"
+#include "runtime/kernels/simd/quantize-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
@@ -30,36 +30,40 @@ void SwishRange(float* HWY_RESTRICT x, size_t count) {
   std::memcpy(x + i, tail, (count - i) * sizeof(float));
 }
 
-// Adding the zero point in FP32 is exact: |rounded| saturates long before 2^24 matters.
-template <typename Q>
-void SwishQuantizeAs(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, Q* HWY_RESTRICT q) {
+template <bool kSwish, typename Q>
+void QuantizeAs(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, Q* HWY_RESTRICT q) {
   const hn::ScalableTag<float> df;
-  const hn::Rebind<int32_t, decltype(df)> di;
-  const hn::Rebind<Q, decltype(df)> dq;
   const size_t lanes = hn::Lanes(df);
-  const auto divisor = hn::Set(df, scale), offset = hn::Set(df, static_cast<float>(zero_point));
-  const auto lowest = hn::Set(df, static_cast<float>(std::numeric_limits<Q>::min()));
-  const auto highest = hn::Set(df, static_cast<float>(std::numeric_limits<Q>::max()));
-  auto quantised = [&](const float* from) {
-    const auto rounded = hn::Add(hn::Round(hn::Div(SwishOf(df, hn::LoadU(df, from)), divisor)), offset);
-    return hn::DemoteTo(dq, hn::ConvertTo(di, hn::Min(hn::Max(rounded, lowest), highest)));
+  auto store = [&](const float* from, Q* to) {
+    auto v = hn::LoadU(df, from);
+    if constexpr (kSwish) v = SwishOf(df, v);
+    StoreQuantized(df, v, scale, zero_point, to);
   };
   size_t i = 0;
-  for (; i + lanes <= count; i += lanes) hn::StoreU(quantised(x + i), dq, q + i);
+  for (; i + lanes <= count; i += lanes) store(x + i, q + i);
   if (i == count) return;
   float tail[kMaxLanes] = {};
   Q tail_q[kMaxLanes];
   std::memcpy(tail, x + i, (count - i) * sizeof(float));
-  hn::StoreU(quantised(tail), dq, tail_q);
+  store(tail, tail_q);
   std::memcpy(q + i, tail_q, (count - i) * sizeof(Q));
 }
 
 void SwishQuantizeRange(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, bool is_signed,
                         void* HWY_RESTRICT q) {
   if (is_signed) {
-    SwishQuantizeAs(x, count, scale, zero_point, static_cast<int8_t*>(q));
+    QuantizeAs<true>(x, count, scale, zero_point, static_cast<int8_t*>(q));
   } else {
-    SwishQuantizeAs(x, count, scale, zero_point, static_cast<uint8_t*>(q));
+    QuantizeAs<true>(x, count, scale, zero_point, static_cast<uint8_t*>(q));
+  }
+}
+
+void QuantizeRange(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, bool is_signed,
+                   void* HWY_RESTRICT q) {
+  if (is_signed) {
+    QuantizeAs<false>(x, count, scale, zero_point, static_cast<int8_t*>(q));
+  } else {
+    QuantizeAs<false>(x, count, scale, zero_point, static_cast<uint8_t*>(q));
   }
 }
 
@@ -71,11 +75,16 @@ namespace inferd::runtime::simd {
 
 HWY_EXPORT(SwishRange);
 HWY_EXPORT(SwishQuantizeRange);
+HWY_EXPORT(QuantizeRange);
 
 void Swish(float* x, size_t count) { HWY_DYNAMIC_DISPATCH(SwishRange)(x, count); }
 
 void SwishQuantize(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q) {
   HWY_DYNAMIC_DISPATCH(SwishQuantizeRange)(x, count, scale, zero_point, is_signed, q);
+}
+
+void QuantizeValues(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRange)(x, count, scale, zero_point, is_signed, q);
 }
 
 }  // namespace inferd::runtime::simd

@@ -1,5 +1,5 @@
 // Swish (x * sigmoid(x)) over a buffer, alone or followed by QuantizeLinear's rounding into int8 or
-// uint8: the pass that follows our convolutions in place of oneDNN's swish post-op (its eltwise
+// uint8 (and that rounding alone): the pass that follows our convolutions in place of oneDNN's swish post-op (its eltwise
 // swish cost 3-4 times the convolution itself on AVX2; kernels/vector_math.h).
 //
 // One source for every SIMD target, as the other kernels in this folder. The exponential is
@@ -19,5 +19,8 @@ void Swish(float* x, size_t count);
 // Quantize<int8_t> (is_signed) or Quantize<uint8_t> of Swish's value: the fused int8 convolution's
 // requantised output.
 void SwishQuantize(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q);
+
+// The same rounding of x itself: QuantizeLinear into int8 (is_signed) or uint8.
+void QuantizeValues(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q);
 
 }  // namespace inferd::runtime::simd
