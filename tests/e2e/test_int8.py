@@ -97,6 +97,11 @@ def onnx_runtime_outputs(model, x, work, out_shape):
     return np.fromfile(work / "y.bin", dtype=np.float32).reshape(out_shape)
 
 
+def cpu_has_vnni():
+    flags = set(open("/proc/cpuinfo").read().split())
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
 def test_onnx_runtime_runs_the_same_file_to_the_same_answers(digits, tmp_path):
     skip_without_onnx_runtime()
     quantized = tmp_path / "model.int8.onnx"
@@ -105,8 +110,24 @@ def test_onnx_runtime_runs_the_same_file_to_the_same_answers(digits, tmp_path):
     theirs = onnx_runtime_outputs(quantized, x, tmp_path, (len(x), 10))
     run_model(quantized, digits / "test_x.npy", tmp_path / "ours")
     ours = np.load(tmp_path / "ours" / "logits.npy")
-    assert (ours.argmax(1) == theirs.argmax(1)).mean() >= 0.995
-    assert np.abs(ours - theirs).max() < 0.02 * np.abs(theirs).max()
+    if cpu_has_vnni():
+        assert (ours.argmax(1) == theirs.argmax(1)).mean() >= 0.995
+        assert np.abs(ours - theirs).max() < 0.02 * np.abs(theirs).max()
+        return
+    # Without VNNI ONNX Runtime's u8 x s8 kernels add product pairs in int16 and saturate (ours
+    # halve the weights where that could happen: docs/ARCHITECTURE.md): on an AVX2 EPYC its logits
+    # were 10.6% of the largest away from the fp32 model's at worst, ours 1.3%, and 2 of 360
+    # predictions differed. Both must still be int8 versions of the model: the same answers but
+    # for a few, and each within 0.5 points of fp32's accuracy (the issue's bound).
+    run_model(digits / "model.onnx", digits / "test_x.npy", tmp_path / "fp32")
+    fp32 = np.load(tmp_path / "fp32" / "logits.npy")
+    labels = np.load(digits / "test_y.npy")
+    assert (ours.argmax(1) == theirs.argmax(1)).mean() >= 0.99
+    accuracy = {name: (logits.argmax(1) == labels).mean() for name, logits in
+                (("fp32", fp32), ("ours", ours), ("onnxruntime", theirs))}
+    assert accuracy["ours"] >= accuracy["fp32"] - 0.005, accuracy
+    assert accuracy["onnxruntime"] >= accuracy["fp32"] - 0.005, accuracy
+    assert np.abs(ours - fp32).max() < 0.02 * np.abs(fp32).max()
 
 
 def test_bad_calibration_input_gets_clear_errors(digits, tmp_path):
@@ -300,8 +321,18 @@ def test_onnx_runtime_runs_the_asymmetric_file_to_the_same_answers(tmp_path):
     theirs = onnx_runtime_outputs(quantized, x, tmp_path, x.shape)
     run_model(quantized, tmp_path / "x.npy", tmp_path / "ours")
     ours = np.load(tmp_path / "ours" / "y.npy")
-    # The same int8 arithmetic: a value differs by at most a step or two of the last layer's rounding.
-    assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 0.002
+    relative = lambda a, b: np.linalg.norm(a - b) / np.linalg.norm(b)
+    if cpu_has_vnni():
+        # The same int8 arithmetic: a value differs by at most a step or two of the last layer's rounding.
+        assert relative(ours, theirs) < 0.002
+        return
+    # Without VNNI the two engines' arithmetic differs: ours halves the weights of a convolution
+    # whose uint8 input has a zero point (7-bit weights, so that int16 pair sums cannot saturate),
+    # ONNX Runtime's kernels do otherwise. On an AVX2 EPYC: ours 0.031 from fp32 (relative L2),
+    # ONNX Runtime's 0.018, 0.030 apart. Both must be int8 versions of the model.
+    run_model(model, tmp_path / "x.npy", tmp_path / "fp32")
+    fp32 = np.load(tmp_path / "fp32" / "y.npy")
+    assert relative(ours, fp32) < 0.05 and relative(theirs, fp32) < 0.05 and relative(ours, theirs) < 0.05
 
 
 def test_a_dynamically_quantised_model_runs_its_products_in_int8(tmp_path):
