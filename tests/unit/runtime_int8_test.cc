@@ -513,6 +513,25 @@ TEST(Int8Test, ASqueezeExcitationScaleOnChannelsLastRunsOnOurLoopAndMatchesTheQd
   EXPECT_TRUE(scaled_by_our_loop);
 }
 
+// A constant per-channel scale ([1, C, 1, 1], one factor set for every image) read only by an int8
+// Conv: our channel-scale loop runs it image by image, writing each image quantised.
+TEST(Int8Test, AConstantChannelScaleReadOnlyByAnInt8ConvWritesEachImageQuantised) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, /*is_signed=*/true);
+  Weight(b, "w1", {24, 16, 3, 3}, true, 81);
+  b.Constant("factors", Random({1, 24, 1, 1}, 82, 0.5f, 1.5f));
+  b.Op("Conv", {"x_dq", "w1"}, {"c"}, {{"pads", Ints({1, 1, 1, 1})}}).Op("Relu", {"c"}, {"r"});
+  b.Op("Mul", {"r", "factors"}, {"m"});
+  QuantizeDequantize(b, "m", 0.003f, /*is_signed=*/false);
+  Weight(b, "w2", {8, 24, 1, 1}, true, 83);
+  b.Op("Conv", {"m_dq", "w2"}, {"y"}).Output("y");
+  const Outputs out = RunBothWays(b.graph(), {3, 16, 6, 7});
+  ASSERT_EQ(out.fused.shape, (Shape{3, 8, 6, 7}));
+  EXPECT_EQ(out.requantized, 1);
+  EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
+}
+
 // A Mul that is not a per-channel scale (here by a tensor of its own shape), read by an int8 Conv
 // only: it too writes its output quantised, computed in fp32 and then rounded as QuantizeLinear does.
 TEST(Int8Test, AnyMulReadOnlyByAnInt8ConvWritesItsOutputQuantised) {

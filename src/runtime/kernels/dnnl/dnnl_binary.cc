@@ -173,8 +173,8 @@ class DnnlBinary final : public Kernel {
     } else {
       const int64_t image = channel_blocks * pixels * block;
       for (int64_t n = 0; n < out_shape[0]; ++n) {
-        ScaleChannelBlocks(source + n * image, factors.values<float>().data(), dst + n * image * value_bytes, channel_blocks, pixels,
-                           block);
+        ScaleChannelBlocks(source + n * image, factors.values<float>().data(), dst + n * image * value_bytes,
+                           channel_blocks, pixels, block, output);
       }
     }
     last_ = output.quantised ? "inferd:channel_scale (int8 out)" : "inferd:channel_scale";
