@@ -53,6 +53,25 @@ inline bool FitsQuantised(int64_t value, bool is_signed) {
   return is_signed ? value >= -128 && value <= 127 : value >= 0 && value <= 255;
 }
 
+// How a node writes its output quantised (kInt8OutputScale and its companions), or nullopt.
+struct Int8Output {
+  float scale = 1;
+  bool is_signed = false;
+  int32_t zero_point = 0;
+};
+inline StatusOr<std::optional<Int8Output>> ReadInt8Output(const Node& node) {
+  if (!node.Has(kInt8OutputScale)) return std::optional<Int8Output>();
+  Int8Output output;
+  ASSIGN_OR_RETURN(output.scale, node.Float(kInt8OutputScale, 1));
+  ASSIGN_OR_RETURN(int64_t is_signed, node.Int(kInt8OutputSigned, 0));
+  output.is_signed = is_signed != 0;
+  ASSIGN_OR_RETURN(int64_t zero_point, node.Int(kInt8OutputZeroPoint, 0));
+  if (!FitsQuantised(zero_point, output.is_signed)) return Status::InvalidArgument(node.Describe() + ": int8 output zero point out of range");
+  if (!(output.scale > 0)) return Status::InvalidArgument(node.Describe() + ": int8 scales must be positive");
+  output.zero_point = static_cast<int32_t>(zero_point);
+  return std::optional(output);
+}
+
 // nullopt for a node that runs in fp32.
 inline StatusOr<std::optional<Int8Params>> ReadInt8Params(const Node& node) {
   if (!node.Has(kInt8InputScale)) return std::optional<Int8Params>();
@@ -62,13 +81,11 @@ inline StatusOr<std::optional<Int8Params>> ReadInt8Params(const Node& node) {
   params.x_signed = x_signed != 0;
   ASSIGN_OR_RETURN(int64_t x_zero_point, node.Int(kInt8InputZeroPoint, 0));
   ASSIGN_OR_RETURN(params.w_scales, node.Floats(kInt8WeightScales));
-  if (node.Has(kInt8OutputScale)) {
-    ASSIGN_OR_RETURN(params.y_scale, node.Float(kInt8OutputScale, 1));
-    ASSIGN_OR_RETURN(int64_t y_signed, node.Int(kInt8OutputSigned, 0));
-    params.y_signed = y_signed != 0;
-    ASSIGN_OR_RETURN(int64_t y_zero_point, node.Int(kInt8OutputZeroPoint, 0));
-    params.y_zero_point = static_cast<int32_t>(y_zero_point);
-    if (!FitsQuantised(y_zero_point, params.y_signed)) return Status::InvalidArgument(node.Describe() + ": int8 output zero point out of range");
+  ASSIGN_OR_RETURN(std::optional<Int8Output> output, ReadInt8Output(node));
+  if (output) {
+    params.y_scale = output->scale;
+    params.y_signed = output->is_signed;
+    params.y_zero_point = output->zero_point;
   }
   if (!FitsQuantised(x_zero_point, params.x_signed)) return Status::InvalidArgument(node.Describe() + ": int8 input zero point out of range");
   params.x_zero_point = static_cast<int32_t>(x_zero_point);

@@ -12,6 +12,15 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 14;  // elements per parallel item: enough to pay the fork
 
+// `pass(begin, count)` over [0, count) in kGrain pieces on the intra-op threads.
+template <typename Pass>
+void ForEachPiece(int64_t count, const Pass& pass) {
+  ParallelFor((count + kGrain - 1) / kGrain, [&](int64_t first, int64_t last) {
+    const int64_t begin = first * kGrain;
+    pass(begin, static_cast<size_t>(std::min(count, last * kGrain) - begin));
+  });
+}
+
 }  // namespace
 
 void ScaleChannelBlocks(const float* x, const float* factors, void* y, int64_t blocks, int64_t pixels, int64_t block,
@@ -36,28 +45,19 @@ bool CpuHasAvx2Fma() {
 }
 
 void SwishInPlace(float* data, int64_t count) {
-  const int64_t items = (count + kGrain - 1) / kGrain;
-  ParallelFor(items, [&](int64_t first, int64_t last) {
-    const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
-    simd::Swish(data + begin, static_cast<size_t>(end - begin));
-  });
+  ForEachPiece(count, [&](int64_t begin, size_t n) { simd::Swish(data + begin, n); });
 }
 
+// (One byte per quantised value.)
 void SwishQuantize(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y) {
-  const int64_t items = (count + kGrain - 1) / kGrain;
-  ParallelFor(items, [&](int64_t first, int64_t last) {
-    const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
-    simd::SwishQuantize(x + begin, static_cast<size_t>(end - begin), scale, zero_point, is_signed,
-                        static_cast<uint8_t*>(y) + begin);  // one byte per value
+  ForEachPiece(count, [&](int64_t begin, size_t n) {
+    simd::SwishQuantize(x + begin, n, scale, zero_point, is_signed, static_cast<uint8_t*>(y) + begin);
   });
 }
 
 void QuantizeInto(const float* x, int64_t count, float scale, int32_t zero_point, bool is_signed, void* y) {
-  const int64_t items = (count + kGrain - 1) / kGrain;
-  ParallelFor(items, [&](int64_t first, int64_t last) {
-    const int64_t begin = first * kGrain, end = std::min(count, last * kGrain);
-    simd::QuantizeValues(x + begin, static_cast<size_t>(end - begin), scale, zero_point, is_signed,
-                   static_cast<uint8_t*>(y) + begin);  // one byte per value
+  ForEachPiece(count, [&](int64_t begin, size_t n) {
+    simd::QuantizeValues(x + begin, n, scale, zero_point, is_signed, static_cast<uint8_t*>(y) + begin);
   });
 }
 

@@ -220,17 +220,10 @@ class DnnlBinary final : public Kernel {
 
 // The output quantisation FuseInt8Requantize wrote on the node, if any.
 StatusOr<std::optional<simd::ChannelScaleOutput>> ReadQuantisedOutput(const Node& node) {
-  if (!node.Has(kInt8OutputScale)) return std::optional<simd::ChannelScaleOutput>();
-  simd::ChannelScaleOutput output{.quantised = true};
-  ASSIGN_OR_RETURN(output.scale, node.Float(kInt8OutputScale, 1));
-  ASSIGN_OR_RETURN(int64_t is_signed, node.Int(kInt8OutputSigned, 0));
-  ASSIGN_OR_RETURN(int64_t zero_point, node.Int(kInt8OutputZeroPoint, 0));
-  output.is_signed = is_signed != 0;
-  if (!(output.scale > 0) || !FitsQuantised(zero_point, output.is_signed)) {
-    return Status::InvalidArgument(node.Describe() + ": bad int8 output quantisation");
-  }
-  output.zero_point = static_cast<int32_t>(zero_point);
-  return std::optional(output);
+  ASSIGN_OR_RETURN(std::optional<Int8Output> output, ReadInt8Output(node));
+  if (!output) return std::optional<simd::ChannelScaleOutput>();
+  return std::optional(simd::ChannelScaleOutput{
+      .quantised = true, .scale = output->scale, .zero_point = output->zero_point, .is_signed = output->is_signed});
 }
 
 }  // namespace

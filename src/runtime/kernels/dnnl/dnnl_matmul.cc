@@ -338,41 +338,24 @@ void SetRunScaling(const DynamicQuantization& q, const Tensor& b, MatmulPlan* pl
 // Runs the plan's matmul, or its 1x1-convolution alternative (timing both the first time).
 Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor* residual,
                      float* dst) {
-  auto run_matmul = [&]() -> Status {
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(plan.a_desc, a.data.get())},
-                                               {DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b.data.get())},
-                                               {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
-    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
-    AddResidualArgument(plan.post_ops, residual, &args);
-    RunPrimitive(plan.primitive, std::move(args));
-    ThreadStream().wait();
-    return Status::Ok();
-  };
-  auto run_conv = [&]() -> Status {
-    ConvAlternative& conv = *plan.conv;
-    conv.weights.Update(b.data, conv.plain_weights_desc, conv.weights_desc);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, a.data.get())},
-                                               {DNNL_ARG_WEIGHTS, conv.weights.memory},
-                                               {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
-    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, bias->data.get()));
-    AddResidualArgument(conv.post_ops, residual, &args);
-    RunPrimitive(conv.primitive, std::move(args));
-    ThreadStream().wait();
-    return Status::Ok();
-  };
+  // Below fp32, A is converted (bf16) or quantised (int8) into scratch first: both candidates read it.
+  const void* a_data = a.data.get();
+  std::optional<DynamicQuantization> run_quantization;
   if (plan.low_precision) {
     BindScratch({&plan.a_converted});
-    std::optional<DynamicQuantization> run_quantization;
     if (plan.dynamic) {
       run_quantization = QuantizeDynamically(a, static_cast<uint8_t*>(plan.a_converted.get_data_handle()));
     } else {
       RunPrimitive(plan.a_convert, {{DNNL_ARG_FROM, Wrap(plan.a_desc, a.data.get())}, {DNNL_ARG_TO, plan.a_converted}});
     }
-    auto run_low_precision_matmul = [&]() -> Status {
+    a_data = plan.a_converted.get_data_handle();
+  }
+  auto run_matmul = [&]() -> Status {
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+    if (plan.low_precision) {
       plan.b_packed.Update(b.data, plan.b_stored_desc, plan.b_packed_desc, /*private_copy=*/false, plan.b_scale);
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan.a_converted},
-                                                 {DNNL_ARG_WEIGHTS, plan.b_packed.memory},
-                                                 {DNNL_ARG_DST, Wrap(plan.dst_desc, dst)}};
+      args.emplace(DNNL_ARG_SRC, plan.a_converted);
+      args.emplace(DNNL_ARG_WEIGHTS, plan.b_packed.memory);
       if (run_quantization) {
         SetRunScaling(*run_quantization, b, &plan);
         args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(kRunScalePostOp) | DNNL_ARG_SRC_1,
@@ -381,38 +364,28 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
                      Wrap(plan.run_correction_desc, plan.run_correction.data()));
       }
       if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, plan.scaled_bias.For(*bias, plan.b_scale)));
-      AddResidualArgument(plan.post_ops, residual, &args);
-      RunPrimitive(plan.primitive, std::move(args));
-      ThreadStream().wait();
-      return Status::Ok();
-    };
-    auto run_int8_conv = [&]() -> Status {
-      ConvAlternative& conv = *plan.conv;
-      conv.weights.Update(b.data, conv.plain_weights_desc, conv.weights_desc, /*private_copy=*/false, conv.weights_scale);
-      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, plan.a_converted.get_data_handle())},
-                                                 {DNNL_ARG_WEIGHTS, conv.weights.memory},
-                                                 {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
-      if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, conv.scaled_bias.For(*bias, conv.weights_scale)));
-      AddResidualArgument(conv.post_ops, residual, &args);
-      RunPrimitive(conv.primitive, std::move(args));
-      ThreadStream().wait();
-      return Status::Ok();
-    };
-    if (!plan.chosen) {
-      plan.chosen = true;
-      if (plan.conv) {
-        const int choice = ChooseFastest(plan.tuning_key, 2, 0, [&](int candidate) {
-          return Guarded("MatMul", [&] { return candidate == 1 ? run_int8_conv() : run_low_precision_matmul(); });
-        });
-        plan.use_conv = choice == 1;
-        if (plan.use_conv) plan.implementation = plan.conv->implementation;
-      }
-      // The loser's packed weights go.
-      if (plan.use_conv) plan.b_packed = PackedWeights();
-      else plan.conv.reset();
+    } else {
+      args.emplace(DNNL_ARG_SRC, Wrap(plan.a_desc, a.data.get()));
+      args.emplace(DNNL_ARG_WEIGHTS, Wrap(plan.b_desc, b.data.get()));
+      if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan.bias_desc, bias->data.get()));
     }
-    return plan.use_conv ? run_int8_conv() : run_low_precision_matmul();
-  }
+    AddResidualArgument(plan.post_ops, residual, &args);
+    RunPrimitive(plan.primitive, std::move(args));
+    ThreadStream().wait();
+    return Status::Ok();
+  };
+  auto run_conv = [&]() -> Status {
+    ConvAlternative& conv = *plan.conv;
+    conv.weights.Update(b.data, conv.plain_weights_desc, conv.weights_desc, /*private_copy=*/false, conv.weights_scale);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, Wrap(conv.src_desc, a_data)},
+                                               {DNNL_ARG_WEIGHTS, conv.weights.memory},
+                                               {DNNL_ARG_DST, Wrap(conv.dst_desc, dst)}};
+    if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(conv.bias_desc, conv.scaled_bias.For(*bias, conv.weights_scale)));
+    AddResidualArgument(conv.post_ops, residual, &args);
+    RunPrimitive(conv.primitive, std::move(args));
+    ThreadStream().wait();
+    return Status::Ok();
+  };
   if (!plan.chosen) {
     plan.chosen = true;
     if (plan.conv) {
@@ -421,6 +394,12 @@ Status ExecuteMatmul(MatmulPlan& plan, const Tensor& a, const Tensor& b, const T
       });
       plan.use_conv = choice == 1;
       if (plan.use_conv) plan.implementation = plan.conv->implementation;
+    }
+    // The loser's packed weights go.
+    if (plan.use_conv) {
+      plan.b_packed = PackedWeights();
+    } else {
+      plan.conv.reset();
     }
   }
   return plan.use_conv ? run_conv() : run_matmul();

@@ -18,7 +18,6 @@ HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kChannelPadding = 16;
 constexpr int64_t kMaxKernelHeight = 16;  // what DepthwiseInt8Shape allows (depthwise_int8.h)
 
 // Stores one vector of results: fp32 as it is, or quantised by QuantizeLinear's rule.
@@ -71,7 +70,7 @@ void ConvolvePixels(const DepthwiseInt8Shape& s, const float* const* rows, int64
                     const DepthwiseInt8Params& p, Y* y_row) {
   const hn::CappedTag<float, kLanes> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t channels = s.channels, padded = (channels + kChannelPadding - 1) / kChannelPadding * kChannelPadding;
+  const int64_t channels = s.channels, padded = DepthwiseInt8PaddedChannels(channels);
   const int64_t pixel_step = s.stride_w * channels, width = kWidth > 0 ? kWidth : s.kernel_w;
   const float* bias = p.bias.empty() ? nullptr : p.bias.data();
   for (int64_t c = 0; c < channels; c += lanes) {
@@ -118,7 +117,7 @@ void ConvolveRowPixels(const DepthwiseInt8Shape& s, const float* const* rows, in
 template <typename X, typename Y, size_t kLanes>
 void ConvolveRow(const DepthwiseInt8Shape& s, const X* x, int64_t image, int64_t oh, const float* weights,
                  const DepthwiseInt8Params& p, ConvertedRows* converted, Y* y_row) {
-  const int64_t padded = (s.channels + kChannelPadding - 1) / kChannelPadding * kChannelPadding;
+  const int64_t padded = DepthwiseInt8PaddedChannels(s.channels);
   const int64_t first_ih = oh * s.stride_h - s.pad_top;
   const int64_t kh_begin = std::max<int64_t>(0, -first_ih), kh_end = std::min(s.kernel_h, s.in_h - first_ih);
   // Pairs: a converted input row, and the weights of the kernel row that reads it.
@@ -185,7 +184,7 @@ namespace inferd::runtime::simd {
 HWY_EXPORT(DepthwiseInt8Rows);
 
 std::vector<float> PackDepthwiseInt8(const int8_t* weights, const DepthwiseInt8Shape& s, DepthwiseInt8Params* params) {
-  const int64_t padded = (s.channels + 15) / 16 * 16, taps = s.kernel_h * s.kernel_w;
+  const int64_t padded = DepthwiseInt8PaddedChannels(s.channels), taps = s.kernel_h * s.kernel_w;
   std::vector<float> packed(static_cast<size_t>(taps * padded), 0.0f);
   for (int64_t c = 0; c < s.channels; ++c) {
     for (int64_t t = 0; t < taps; ++t) packed[static_cast<size_t>(t * padded + c)] = weights[c * taps + t];

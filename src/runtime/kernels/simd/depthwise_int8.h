@@ -41,8 +41,15 @@ struct DepthwiseInt8Params {
   bool y_signed = false;
 };
 
+// What PackDepthwiseInt8 pads the channels of its weights, scales and bias to: the widest vector.
+inline constexpr int64_t kDepthwiseInt8ChannelPadding = 16;
+inline int64_t DepthwiseInt8PaddedChannels(int64_t channels) {
+  return (channels + kDepthwiseInt8ChannelPadding - 1) / kDepthwiseInt8ChannelPadding * kDepthwiseInt8ChannelPadding;
+}
+
 // ONNX weights [channels, 1, kernel_h, kernel_w] (int8) -> [kernel_h][kernel_w][channels] fp32,
-// channels padded to a multiple of 16; pads `params`' scales and bias the same way.
+// channels padded to a multiple of kDepthwiseInt8ChannelPadding; pads `params`' scales and bias the
+// same way.
 std::vector<float> PackDepthwiseInt8(const int8_t* weights, const DepthwiseInt8Shape& shape,
                                      DepthwiseInt8Params* params);
 

@@ -49,22 +49,14 @@ void QuantizeAs(const float* HWY_RESTRICT x, size_t count, float scale, int32_t 
   std::memcpy(q + i, tail_q, (count - i) * sizeof(Q));
 }
 
-void SwishQuantizeRange(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, bool is_signed,
-                        void* HWY_RESTRICT q) {
-  if (is_signed) {
-    QuantizeAs<true>(x, count, scale, zero_point, static_cast<int8_t*>(q));
-  } else {
-    QuantizeAs<true>(x, count, scale, zero_point, static_cast<uint8_t*>(q));
-  }
-}
-
 void QuantizeRange(const float* HWY_RESTRICT x, size_t count, float scale, int32_t zero_point, bool is_signed,
-                   void* HWY_RESTRICT q) {
+                   bool swish, void* HWY_RESTRICT q) {
   if (is_signed) {
-    QuantizeAs<false>(x, count, scale, zero_point, static_cast<int8_t*>(q));
-  } else {
-    QuantizeAs<false>(x, count, scale, zero_point, static_cast<uint8_t*>(q));
+    auto* to = static_cast<int8_t*>(q);
+    return swish ? QuantizeAs<true>(x, count, scale, zero_point, to) : QuantizeAs<false>(x, count, scale, zero_point, to);
   }
+  auto* to = static_cast<uint8_t*>(q);
+  swish ? QuantizeAs<true>(x, count, scale, zero_point, to) : QuantizeAs<false>(x, count, scale, zero_point, to);
 }
 
 }  // namespace inferd::runtime::simd::HWY_NAMESPACE
@@ -74,17 +66,16 @@ HWY_AFTER_NAMESPACE();
 namespace inferd::runtime::simd {
 
 HWY_EXPORT(SwishRange);
-HWY_EXPORT(SwishQuantizeRange);
 HWY_EXPORT(QuantizeRange);
 
 void Swish(float* x, size_t count) { HWY_DYNAMIC_DISPATCH(SwishRange)(x, count); }
 
 void SwishQuantize(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q) {
-  HWY_DYNAMIC_DISPATCH(SwishQuantizeRange)(x, count, scale, zero_point, is_signed, q);
+  HWY_DYNAMIC_DISPATCH(QuantizeRange)(x, count, scale, zero_point, is_signed, /*swish=*/true, q);
 }
 
 void QuantizeValues(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRange)(x, count, scale, zero_point, is_signed, q);
+  HWY_DYNAMIC_DISPATCH(QuantizeRange)(x, count, scale, zero_point, is_signed, /*swish=*/false, q);
 }
 
 }  // namespace inferd::runtime::simd
