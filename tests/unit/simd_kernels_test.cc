@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -420,8 +421,16 @@ TEST(SimdSwishTest, MatchesTheFormulaOnEveryTargetAndTail) {
   }
 }
 
-// The fused pass is Swish's value quantised by the reference rules, byte for byte: int8 and uint8,
-// zero points on both sides of 0, saturation at both ends, every tail length.
+// The fused pass is Swish's value requantised as oneDNN requantises (times 1 / scale, rounded half
+// to even, saturated), byte for byte; the plain pass is QuantizeLinear's rule, byte for byte: int8
+// and uint8, zero points on both sides of 0, saturation at both ends, every tail length.
+template <typename Q>
+Q RequantizedByReciprocal(float v, float scale, int32_t zero_point) {
+  const float q = std::nearbyint(v * (1.0f / scale)) + static_cast<float>(zero_point);
+  return static_cast<Q>(std::clamp(q, static_cast<float>(std::numeric_limits<Q>::min()),
+                                   static_cast<float>(std::numeric_limits<Q>::max())));
+}
+
 TEST(SimdSwishTest, QuantisedOutputIsTheReferenceRuleAppliedToSwishOnEveryTarget) {
   for (int64_t count : {1, 5, 16, 31, 1029}) {
     std::vector<float> x = RandomValues(static_cast<size_t>(count), 17);
@@ -434,7 +443,7 @@ TEST(SimdSwishTest, QuantisedOutputIsTheReferenceRuleAppliedToSwishOnEveryTarget
           std::vector<int8_t> q8(x.size(), 99);
           SwishQuantize(x.data(), x.size(), scale, zero_point, /*is_signed=*/true, q8.data());
           for (size_t i = 0; i < x.size(); ++i) {
-            ASSERT_EQ(q8[i], Quantize<int8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
+            ASSERT_EQ(q8[i], RequantizedByReciprocal<int8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
           }
           std::vector<int8_t> plain8(x.size(), 99);  // the rounding alone
           QuantizeValues(x.data(), x.size(), scale, zero_point, /*is_signed=*/true, plain8.data());
@@ -443,7 +452,7 @@ TEST(SimdSwishTest, QuantisedOutputIsTheReferenceRuleAppliedToSwishOnEveryTarget
           std::vector<uint8_t> qu(x.size(), 99);
           SwishQuantize(x.data(), x.size(), scale, zero_point, /*is_signed=*/false, qu.data());
           for (size_t i = 0; i < x.size(); ++i) {
-            ASSERT_EQ(qu[i], Quantize<uint8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
+            ASSERT_EQ(qu[i], RequantizedByReciprocal<uint8_t>(swish[i], scale, zero_point)) << "x=" << x[i] << " i=" << i;
           }
           QuantizeValues(x.data(), x.size(), scale, zero_point, /*is_signed=*/false, qu.data());
           for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(qu[i], Quantize<uint8_t>(x[i], scale, zero_point)) << i;

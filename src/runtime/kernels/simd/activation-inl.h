@@ -14,33 +14,56 @@
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 
-// exp(x) for x clamped to [-87, 88], where the result stays a normal float: x = n ln2 + r with
-// |r| <= ln2/2 (ln2 split in two for precision), exp(r) by Cephes' degree-6 polynomial, 2^n by the
-// exponent bits.
-template <class D, class V>
-HWY_INLINE V Exp(D d, V x) {
+// exp(x[k]) for k < K, in place, each x clamped to [-87, 88] where the result stays a normal
+// float: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two for precision), exp(r) by Cephes'
+// degree-6 polynomial, 2^n by the exponent bits. n is rounded by adding 1.5 * 2^23, whose sum then
+// holds n in its low mantissa bits. Each step runs over the K vectors before the next: one value's
+// steps form a chain of dependent operations too long for the CPU to overlap many of, so a pass
+// over a buffer keeps K independent chains side by side (SwishEach).
+template <size_t K, class D, class V>
+HWY_INLINE void ExpEach(D d, V* x) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
-  x = hn::Min(hn::Max(x, hn::Set(d, -87.0f)), hn::Set(d, 88.0f));
-  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504f)));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
-  V p = hn::Set(d, 1.9875691500e-4f);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
-  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(d, 1.0f)));
-  const auto two_to_n = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
-  return hn::Mul(p, hn::BitCast(d, two_to_n));
+  const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
+  V shifted[K], r[K], p[K];
+  for (size_t k = 0; k < K; ++k) x[k] = hn::Min(hn::Max(x[k], hn::Set(d, -87.0f)), hn::Set(d, 88.0f));
+  for (size_t k = 0; k < K; ++k) shifted[k] = hn::MulAdd(x[k], hn::Set(d, 1.44269504f), shifter);
+  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(hn::Sub(shifted[k], shifter), hn::Set(d, 0.693359375f), x[k]);
+  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(hn::Sub(shifted[k], shifter), hn::Set(d, -2.12194440e-4f), r[k]);
+  for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(hn::Set(d, 1.9875691500e-4f), r[k], hn::Set(d, 1.3981999507e-3f));
+  for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, 8.3334519073e-3f));
+  for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, 4.1665795894e-2f));
+  for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, 1.6666665459e-1f));
+  for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, 5.0000001201e-1f));
+  for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], hn::Mul(r[k], r[k]), hn::Add(r[k], hn::Set(d, 1.0f)));
+  // shifted's bits are those of 1.5 * 2^23 plus n (|n| <= 127): adding the exponent bias and
+  // shifting left by the mantissa width leaves (n + 127) << 23, the higher bits shifted out.
+  for (size_t k = 0; k < K; ++k) {
+    const auto two_to_n = hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, shifted[k]), hn::Set(di, 127)));
+    x[k] = hn::Mul(p[k], hn::BitCast(d, two_to_n));
+  }
 }
 
-// x / (1 + exp(-x)): NaN in, NaN out (the division reads x itself).
+template <class D, class V>
+HWY_INLINE V Exp(D d, V x) {
+  ExpEach<1>(d, &x);
+  return x;
+}
+
+// x[k] / (1 + exp(-x[k])) for k < K, in place: NaN in, NaN out (the division reads x itself).
+template <size_t K, class D, class V>
+HWY_INLINE void SwishEach(D d, V* x) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  V e[K];
+  for (size_t k = 0; k < K; ++k) e[k] = hn::Neg(x[k]);
+  ExpEach<K>(d, e);
+  for (size_t k = 0; k < K; ++k) x[k] = hn::Div(x[k], hn::Add(hn::Set(d, 1.0f), e[k]));
+}
+
 template <class D, class V>
 HWY_INLINE V SwishOf(D d, V x) {
-  namespace hn = hwy::HWY_NAMESPACE;
-  return hn::Div(x, hn::Add(hn::Set(d, 1.0f), Exp(d, hn::Neg(x))));
+  SwishEach<1>(d, &x);
+  return x;
 }
 
 template <class D, class V>

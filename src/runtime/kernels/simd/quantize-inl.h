@@ -18,16 +18,23 @@
 HWY_BEFORE_NAMESPACE();
 namespace inferd::runtime::simd::HWY_NAMESPACE {
 
-// One vector of fp32 values `v`, quantised into Lanes(d) values at q.
+// One vector already in the quantised units (v / scale), rounded half to even, offset by the
+// zero point and saturated into Lanes(d) values at q.
 template <typename Q, class D, class V>
-HWY_INLINE void StoreQuantized(D d, V v, float scale, int32_t zero_point, Q* HWY_RESTRICT q) {
+HWY_INLINE void StoreRounded(D d, V scaled, int32_t zero_point, Q* HWY_RESTRICT q) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::Rebind<int32_t, D> di;
   const hn::Rebind<Q, D> dq;
-  const V rounded = hn::Add(hn::Round(hn::Div(v, hn::Set(d, scale))), hn::Set(d, static_cast<float>(zero_point)));
+  const V rounded = hn::Add(hn::Round(scaled), hn::Set(d, static_cast<float>(zero_point)));
   const V clamped = hn::Min(hn::Max(rounded, hn::Set(d, static_cast<float>(std::numeric_limits<Q>::min()))),
                             hn::Set(d, static_cast<float>(std::numeric_limits<Q>::max())));
   hn::StoreU(hn::DemoteTo(dq, hn::ConvertTo(di, clamped)), dq, q);
+}
+
+// One vector of fp32 values `v`, quantised into Lanes(d) values at q.
+template <typename Q, class D, class V>
+HWY_INLINE void StoreQuantized(D d, V v, float scale, int32_t zero_point, Q* HWY_RESTRICT q) {
+  StoreRounded(d, hwy::HWY_NAMESPACE::Div(v, hwy::HWY_NAMESPACE::Set(d, scale)), zero_point, q);
 }
 
 }  // namespace inferd::runtime::simd::HWY_NAMESPACE

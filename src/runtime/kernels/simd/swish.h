@@ -15,9 +15,9 @@ namespace inferd::runtime::simd {
 
 void Swish(float* x, size_t count);
 
-// q[i] = saturate(round_half_even(swish(x[i]) / scale) + zero_point), as quantize_rules.h's
-// Quantize<int8_t> (is_signed) or Quantize<uint8_t> of Swish's value: the fused int8 convolution's
-// requantised output.
+// q[i] = saturate(round_half_even(swish(x[i]) * (1 / scale)) + zero_point) into int8 (is_signed)
+// or uint8: the fused int8 convolution's requantised output, scaled as oneDNN requantises (by the
+// reciprocal; QuantizeLinear's division may round a value on a half the other way).
 void SwishQuantize(const float* x, size_t count, float scale, int32_t zero_point, bool is_signed, void* q);
 
 // The same rounding of x itself: QuantizeLinear into int8 (is_signed) or uint8.
