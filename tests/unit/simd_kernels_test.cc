@@ -147,7 +147,7 @@ void CheckDepthwise(const DepthwiseShape& s, const Activation& activation, bool 
 TEST(SimdDepthwiseConvTest, MatchesAPlainLoopOnEveryTargetKernelStrideAndEdge) {
   using Kind = Activation::Kind;
   const std::vector<Activation> activations = {
-      {Kind::kNone}, {Kind::kRelu}, {.kind = Kind::kClip, .low = 0, .high = 6}, {Kind::kHardSwish}};
+      {Kind::kNone}, {Kind::kRelu}, {.kind = Kind::kClip, .low = 0, .high = 6}, {Kind::kHardSwish}, {Kind::kSwish}};
   OnEveryTarget([&] {
     for (int64_t block : {8, 16}) {
       for (int64_t kernel : {3, 5}) {
@@ -235,6 +235,7 @@ TEST(SimdPointwiseConvTest, MatchesAPlainLoopOnEveryTargetChannelsPixelsAndEpilo
           CheckPointwise(s, {Kind::kRelu}, false, true, false);
           CheckPointwise(s, {.kind = Kind::kClip, .low = 0, .high = 6}, true, true, true);
           CheckPointwise(s, {Kind::kHardSwish}, true, false, false);
+          CheckPointwise(s, {Kind::kSwish}, true, true, true);
           if (HasFatalFailure()) return;
         }
       }

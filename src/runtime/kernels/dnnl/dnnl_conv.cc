@@ -193,9 +193,7 @@ class DnnlConv final : public Kernel {
     if (c->simd) {
       c->simd->Run(x.data.get(), SimdWeights(*c->simd, w, bias).packed,
                    residual ? residual->values<float>().data() : nullptr, dst_memory);
-      // The int8 kernel applies a Swish itself, before it quantises.
-      if (plan->swish_after && !c->simd->int8()) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
-      return Status::Ok();
+      return Status::Ok();  // (our kernels apply a trailing Swish themselves)
     }
     c->weights.Update(w.data, plan->plain_weights_desc, c->weights_desc, /*private_copy=*/!shared_weights,
                       plan->weights_scale);
@@ -395,11 +393,11 @@ class DnnlConv final : public Kernel {
     const bool winograd_applies =
         !int8_ && layouts_.channel_blocked_input(0) && layouts_.channel_blocked_output(0) && (residual == nullptr || residual_matches_output) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
-    // (An int8 kernel takes every post-op: it applies a Swish itself.)
+    // (Our kernels take every post-op: they apply a trailing Swish themselves, in registers.)
     const std::optional<SimdConv> simd_conv = SimdConv::For(
         {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
          .blocked_input = layouts_.channel_blocked_input(0), .blocked_output = layouts_.channel_blocked_output(0),
-         .post_ops = int8_ ? &post_ops_ : &onednn_post_ops, .residual_matches_output = residual_matches_output,
+         .post_ops = &post_ops_, .residual_matches_output = residual_matches_output,
          .int8 = int8_ ? &*int8_ : nullptr, .x_type = x_type,
          .channels_last_input = layouts_.input(0) && layouts_.channels_last,
          .channels_last_output = layouts_.output(0) && layouts_.channels_last},
@@ -425,6 +423,8 @@ class DnnlConv final : public Kernel {
       plan->tuning_key += " +winograd2,4";
     } else if (simd_allowed) {
       plan->tuning_key += " +" + SimdConv::KindName(simd_conv->kind());
+      // Since our fp32 kernels apply it themselves (choices cached before then timed them with the pass).
+      if (plan->swish_after) plan->tuning_key += " swish_in_kernel";
     }
     plan->default_choice = onednn_allowed ? first_onednn : 0;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc

@@ -27,12 +27,11 @@ struct ConvGeometry {
   int64_t group = 1;
   const WindowAttributes* window = nullptr;  // resolved: kernel, strides, dilations, pads
   bool blocked_input = false, blocked_output = false;
-  // The fused post-ops, a trailing Swish excluded (it runs after any kernel); a leading Add's
-  // residual has the output's shape and layout when residual_matches_output.
+  // The fused post-ops (our kernels apply a trailing Swish themselves); a leading Add's residual
+  // has the output's shape and layout when residual_matches_output.
   const std::vector<PostOp>* post_ops = nullptr;
   bool residual_matches_output = false;
-  // An int8 layer (its post-ops then include a trailing Swish, which the int8 kernel fuses): its
-  // input's type, and whether input and output are NHWC.
+  // An int8 layer: its input's type, and whether input and output are NHWC.
   const Int8Params* int8 = nullptr;
   DataType x_type = DataType::kFp32;
   bool channels_last_input = false, channels_last_output = false;

@@ -82,6 +82,13 @@ HWY_INLINE V Activate(D d, const Activation& activation, V v) {
   return v;
 }
 
+// The activation of K vectors in place; a Swish side by side (SwishEach).
+template <size_t K, class D, class V>
+HWY_INLINE void ActivateEach(D d, const Activation& activation, V* v) {
+  if (activation.kind == Activation::Kind::kSwish) return SwishEach<K>(d, v);
+  for (size_t k = 0; k < K; ++k) v[k] = Activate(d, activation, v[k]);
+}
+
 }  // namespace inferd::runtime::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

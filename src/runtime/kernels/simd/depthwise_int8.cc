@@ -20,13 +20,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int64_t kMaxKernelHeight = 16;  // what DepthwiseInt8Shape allows (depthwise_int8.h)
 
-// Stores one vector of results: fp32 as it is, or quantised by QuantizeLinear's rule.
+// Stores one vector of results: fp32 as it is, or requantised as oneDNN requantises (times
+// 1 / y_scale, then QuantizeLinear's rounding and saturation).
 template <typename Y, class D, class V>
 HWY_INLINE void StoreResult(D d, V v, const DepthwiseInt8Params& p, Y* y) {
   if constexpr (std::is_same_v<Y, float>) {
     hn::StoreU(v, d, y);
   } else {
-    StoreQuantized(d, v, p.y_scale, p.y_zero_point, y);
+    StoreRounded(d, hn::Mul(v, hn::Set(d, 1.0f / p.y_scale)), p.y_zero_point, y);
   }
 }
 
@@ -89,10 +90,9 @@ void ConvolvePixels(const DepthwiseInt8Shape& s, const float* const* rows, int64
       }
     }
     const auto scale = hn::LoadU(d, p.scales.data() + c);
-    for (size_t i = 0; i < kPixels; ++i) {
-      StoreResult(d, Activate(d, p.activation, hn::Mul(acc[i], scale)), p,
-                  y_row + (ow + static_cast<int64_t>(i)) * channels + c);
-    }
+    for (size_t i = 0; i < kPixels; ++i) acc[i] = hn::Mul(acc[i], scale);
+    ActivateEach<kPixels>(d, p.activation, acc);
+    for (size_t i = 0; i < kPixels; ++i) StoreResult(d, acc[i], p, y_row + (ow + static_cast<int64_t>(i)) * channels + c);
   }
 }
 

@@ -70,11 +70,13 @@ HWY_INLINE void Tile(const TileView& t, const Activation& activation) {
   }
   for (size_t c = 0; c < kColumns; ++c) {
     const size_t offset = (c / kVectors) * t.y_block_stride + (c % kVectors) * kLanes;
+    V values[kPixels];
     for (size_t p = 0; p < kPixels; ++p) {
-      V value = acc[p][c];
-      if (t.residual) value = hn::Add(value, hn::LoadU(d, t.residual + offset + p * kBlock));
-      hn::StoreU(Activate(d, activation, value), d, t.y + offset + p * kBlock);
+      values[p] = acc[p][c];
+      if (t.residual) values[p] = hn::Add(values[p], hn::LoadU(d, t.residual + offset + p * kBlock));
     }
+    ActivateEach<kPixels>(d, activation, values);  // a Swish's chains side by side
+    for (size_t p = 0; p < kPixels; ++p) hn::StoreU(values[p], d, t.y + offset + p * kBlock);
   }
 }
 
