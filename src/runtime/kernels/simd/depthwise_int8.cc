@@ -21,13 +21,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int64_t kMaxKernelHeight = 16;  // what DepthwiseInt8Shape allows (depthwise_int8.h)
 
 // Stores one vector of results: fp32 as it is, or requantised as oneDNN requantises (times
-// 1 / y_scale, then QuantizeLinear's rounding and saturation).
+// 1 / y_scale, `inverse_scale`, then QuantizeLinear's rounding and saturation).
 template <typename Y, class D, class V>
-HWY_INLINE void StoreResult(D d, V v, const DepthwiseInt8Params& p, Y* y) {
+HWY_INLINE void StoreResult(D d, V v, V inverse_scale, int32_t zero_point, Y* y) {
   if constexpr (std::is_same_v<Y, float>) {
     hn::StoreU(v, d, y);
   } else {
-    StoreRounded(d, hn::Mul(v, hn::Set(d, 1.0f / p.y_scale)), p.y_zero_point, y);
+    StoreRounded(d, hn::Mul(v, inverse_scale), zero_point, y);
   }
 }
 
@@ -74,6 +74,7 @@ void ConvolvePixels(const DepthwiseInt8Shape& s, const float* const* rows, int64
   const int64_t channels = s.channels, padded = DepthwiseInt8PaddedChannels(channels);
   const int64_t pixel_step = s.stride_w * channels, width = kWidth > 0 ? kWidth : s.kernel_w;
   const float* bias = p.bias.empty() ? nullptr : p.bias.data();
+  const auto inverse_scale = hn::Set(d, 1.0f / p.y_scale);
   for (int64_t c = 0; c < channels; c += lanes) {
     hn::Vec<decltype(d)> acc[kPixels];
     for (size_t i = 0; i < kPixels; ++i) acc[i] = bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
@@ -92,7 +93,9 @@ void ConvolvePixels(const DepthwiseInt8Shape& s, const float* const* rows, int64
     const auto scale = hn::LoadU(d, p.scales.data() + c);
     for (size_t i = 0; i < kPixels; ++i) acc[i] = hn::Mul(acc[i], scale);
     ActivateEach<kPixels>(d, p.activation, acc);
-    for (size_t i = 0; i < kPixels; ++i) StoreResult(d, acc[i], p, y_row + (ow + static_cast<int64_t>(i)) * channels + c);
+    for (size_t i = 0; i < kPixels; ++i) {
+      StoreResult(d, acc[i], inverse_scale, p.y_zero_point, y_row + (ow + static_cast<int64_t>(i)) * channels + c);
+    }
   }
 }
 
