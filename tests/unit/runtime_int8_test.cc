@@ -457,11 +457,17 @@ TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
     std::stringstream text;
     text << std::ifstream(cache).rdbuf();
     ASSERT_NE(text.str().find("+simd_depthwise_int8"), std::string::npos) << text.str();
-    for (const auto& [choice, implementation] : {std::pair{"0", "simd:depthwise_int8"}, std::pair{"1", "onednn:"}}) {
+    // A Swish's layer has one more: oneDNN with its swish post-op (1), then with our pass after (2).
+    struct Way {
+      std::string choice, prefix, suffix;
+    };
+    std::vector<Way> ways{{"0", "simd:depthwise_int8", ""}, {"1", "onednn:", ""}};
+    if (activation == "Swish") ways = {{"0", "simd:depthwise_int8", ""}, {"1", "onednn:", " + swish post-op"}, {"2", "onednn:", " + swish_quantize"}};
+    for (const auto& [choice, implementation, suffix] : ways) {
       SCOPED_TRACE(activation + ", choice " + choice);
       // A file per choice: a session shares the process's cache of a file once read (tuning.h).
       const std::filesystem::path forced_cache = dir / (activation + ".forced" + choice);
-      std::ofstream(forced_cache) << std::regex_replace(text.str(), std::regex("(\\+simd_depthwise_int8\t)\\d+"), std::string("$01") + choice);
+      std::ofstream(forced_cache) << std::regex_replace(text.str(), std::regex("(\\+simd_depthwise_int8[^\t]*\t)\\d+"), std::string("$01") + choice);
       auto forced = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced_cache, .persist_tuning = true, .intra_op_threads = 2});
       ASSERT_TRUE(forced.ok());
       std::vector<Tensor> out;
@@ -474,6 +480,7 @@ TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
       }
       ASSERT_EQ(depthwise.size(), 1u);
       EXPECT_EQ(depthwise[0].rfind(implementation, 0), 0u) << depthwise[0];
+      EXPECT_TRUE(depthwise[0].ends_with(suffix)) << depthwise[0];
     }
   }
   std::filesystem::remove_all(dir);

@@ -406,6 +406,58 @@ TEST(TuningTest, BothPointwiseCandidatesMatchTheReference) {
   EXPECT_NE(timed.find("post=Add,Relu, residual=[3,24,9,7] +simd_pointwise"), std::string::npos) << timed;
 }
 
+// x -> Conv 3x3 (16 -> 24) -> Conv 1x1 (24 -> 40) + bias + Swish -> depthwise 3x3 + Swish -> Conv
+// 3x3 (40 -> 8): the two middle layers stay blocked, each with a trailing Swish (x * Sigmoid(x)).
+Graph SwishChain() {
+  GraphBuilder b;
+  b.Input("x");
+  b.Constant("w_in", Random({24, 16, 3, 3}, 41, -0.3f, 0.3f))
+      .Constant("w_expand", Random({40, 24, 1, 1}, 42, -0.3f, 0.3f))
+      .Constant("b_expand", Random({40}, 43, -0.5f, 0.5f))
+      .Constant("w_dw", Random({40, 1, 3, 3}, 44, -0.5f, 0.5f))
+      .Constant("w_out", Random({8, 40, 3, 3}, 45, -0.3f, 0.3f));
+  const auto pads = Ints({1, 1, 1, 1});
+  b.Op("Conv", {"x", "w_in"}, {"c"}, {{"pads", pads}})
+      .Op("Conv", {"c", "w_expand", "b_expand"}, {"e"})
+      .Op("Sigmoid", {"e"}, {"e_gate"})
+      .Op("Mul", {"e", "e_gate"}, {"e_swish"})
+      .Op("Conv", {"e_swish", "w_dw"}, {"d"}, {{"group", Int(40)}, {"pads", pads}})
+      .Op("Sigmoid", {"d"}, {"d_gate"})
+      .Op("Mul", {"d", "d_gate"}, {"d_swish"})
+      .Op("Conv", {"d_swish", "w_out"}, {"y"}, {{"pads", pads}})
+      .Output("y");
+  return b.graph();
+}
+
+// A layer with a trailing Swish has three ways to run, each timed: our kernel applying it in its
+// epilogue (0), oneDNN's swish post-op (1), oneDNN then our pass over the output (2). Forced each
+// way, both layers match the reference and run what was forced.
+TEST(TuningTest, EachWayToRunATrailingSwishMatchesTheReference) {
+  const Graph graph = SwishChain();
+  const Tensor x = Random({2, 16, 9, 7}, 40);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_swish_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string timed = TimedCacheFile(graph, x, dir / "timed");
+  const std::regex choice_in_key("( swish_in_kernel \\+swish_post_op\t)\\d+");
+  EXPECT_EQ(std::distance(std::sregex_iterator(timed.begin(), timed.end(), choice_in_key), std::sregex_iterator()), 2)
+      << timed;
+  for (int choice : {0, 1, 2}) {
+    SCOPED_TRACE("choice " + std::to_string(choice));
+    const std::filesystem::path forced = dir / ("forced" + std::to_string(choice));
+    std::ofstream(forced) << std::regex_replace(timed, choice_in_key, "$01" + std::to_string(choice));
+    auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .tuning_cache = forced, .persist_tuning = true, .intra_op_threads = 2});
+    ASSERT_TRUE(session.ok());
+    ExpectMatchesReference(**session, graph, x);
+    const std::vector<std::string> implementations = ConvImplementations(**session);
+    for (size_t conv : {1, 2}) {
+      const std::string& used = implementations.at(conv);
+      EXPECT_TRUE(used.starts_with(choice == 0 ? "simd:" : "onednn:")) << used;
+      EXPECT_EQ(used.ends_with(" + swish post-op"), choice == 1) << used;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_threads_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

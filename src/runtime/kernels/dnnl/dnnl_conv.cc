@@ -97,7 +97,11 @@ class DnnlConv final : public Kernel {
       }
       Candidate& chosen = plan->candidates[plan->chosen];
       last_ = chosen.simd ? chosen.implementation : "onednn:" + chosen.implementation + (int8_ ? " (int8)" : "");
-      if (plan->swish_quantize_after && !chosen.simd) last_ += " + swish_quantize";
+      if (chosen.swish_post_op) {
+        last_ += " + swish post-op";
+      } else if (plan->swish_quantize_after && !chosen.simd) {
+        last_ += " + swish_quantize";
+      }
       return Execute(plan, &chosen, *x, *w, bias, residual, dst);
     });
   }
@@ -110,6 +114,8 @@ class DnnlConv final : public Kernel {
     std::string implementation;
     std::shared_ptr<WinogradConv> winograd;  // set: this candidate is Winograd, the rest is unused
     std::optional<SimdConv> simd;  // set: our depthwise or 1x1 kernel, the rest is unused
+    // A trailing Swish as oneDNN's post-op (Plan::swish_post_ops), not our pass after it.
+    bool swish_post_op = false;
     dnnl::memory::desc src_desc, dst_desc, weights_desc;
     dnnl::convolution_forward primitive;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
@@ -139,6 +145,10 @@ class DnnlConv final : public Kernel {
     // candidate's scratch (primitive_dst, in the output's layout), and our pass applies Swish and
     // quantises into the output.
     bool swish_quantize_after = false;
+    // Either way, one candidate takes oneDNN's swish post-op instead (requantising too, for an
+    // int8 output), timed like the others: its cost depends on the ISA (on AVX2, several times the
+    // convolution; other CPUs may fuse it cheaply), so the machine decides.
+    FusedPostOps swish_post_ops;
     std::vector<Candidate> candidates;
     int chosen = -1;  // until the first run has timed them
     int default_choice = 0;  // oneDNN's first: our own kernels run only where timing chose them
@@ -163,12 +173,17 @@ class DnnlConv final : public Kernel {
     return RunFallback(*fallback_, layouts_, inputs, out);
   }
 
+  // The oneDNN post-ops a candidate's primitive was made with.
+  static const FusedPostOps& PostOpsOf(const Plan& plan, const Candidate& c) {
+    return c.swish_post_op ? plan.swish_post_ops : plan.post_ops;
+  }
+
   // Whether `c` computes the right sum when the output's buffer is the residual's: the sum post-op
   // accumulates onto the destination as it is (unless the residual must first be reordered into
   // it), Winograd reads each residual value just before it writes that place.
   static bool OverwritesResidualSafely(const Plan& plan, const Candidate& c) {
     if (c.winograd || c.simd) return true;  // ours read each residual value just before writing it
-    return plan.post_ops.add_as_sum && !(c.residual_reorder && !c.dst_reorder);
+    return PostOpsOf(plan, c).add_as_sum && !(c.residual_reorder && !c.dst_reorder);
   }
 
   // An int8 Conv reads fp32 (and quantises it) or what its producer already quantised for it.
@@ -205,11 +220,13 @@ class DnnlConv final : public Kernel {
       RunPrimitive(c->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, c->primitive_src}});
       src = c->primitive_src;
     }
-    dnnl::memory target = c->dst_reorder || plan->swish_quantize_after ? c->primitive_dst : tensor_dst;
-    if (plan->post_ops.add_as_sum) {
+    const bool our_swish_pass = !c->swish_post_op;
+    const FusedPostOps& post_ops = PostOpsOf(*plan, *c);
+    dnnl::memory target = c->dst_reorder || (plan->swish_quantize_after && our_swish_pass) ? c->primitive_dst : tensor_dst;
+    if (post_ops.add_as_sum) {
       // The sum post-op adds onto what the destination holds: put the residual there.
       if (c->residual_reorder) {
-        dnnl::memory residual_memory = Wrap(plan->post_ops.residual_desc, residual->data.get());
+        dnnl::memory residual_memory = Wrap(post_ops.residual_desc, residual->data.get());
         RunPrimitive(c->residual_reorder, {{DNNL_ARG_FROM, residual_memory}, {DNNL_ARG_TO, target}});
       } else if (target.get_data_handle() != residual->data.get()) {  // equal: the plan put the output there
         std::memcpy(target.get_data_handle(), residual->data.get(), c->dst_desc.get_size());
@@ -217,12 +234,12 @@ class DnnlConv final : public Kernel {
     }
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, c->weights.memory}, {DNNL_ARG_DST, target}};
     if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Wrap(plan->bias_desc, plan->scaled_bias.For(*bias, plan->weights_scale)));
-    AddResidualArgument(plan->post_ops, residual, &args);
+    AddResidualArgument(post_ops, residual, &args);
     RunPrimitive(c->primitive, std::move(args));
     if (c->dst_reorder) RunPrimitive(c->dst_reorder, {{DNNL_ARG_FROM, c->primitive_dst}, {DNNL_ARG_TO, tensor_dst}});
     stream.wait();
-    if (plan->swish_after) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
-    if (plan->swish_quantize_after) {
+    if (plan->swish_after && our_swish_pass) SwishInPlace(dst, static_cast<int64_t>(plan->dst_desc.get_size() / sizeof(float)));
+    if (plan->swish_quantize_after && our_swish_pass) {
       SwishQuantize(static_cast<const float*>(target.get_data_handle()), static_cast<int64_t>(plan->dst_desc.get_size()),
                     *int8_->y_scale, int8_->y_zero_point, int8_->y_signed, dst_memory);  // one byte per value
     }
@@ -349,6 +366,10 @@ class DnnlConv final : public Kernel {
                       residual_desc)) {
       return Status::Ok();  // not usable
     }
+    // oneDNN's swish post-op, for the candidate that takes it (Plan::swish_post_ops).
+    const bool offer_swish_post_op =
+        trailing_swish && BuildPostOps(post_ops_, plan->out_shape, residual, &plan->swish_post_ops, /*prefer_sum=*/true,
+                                       residual_blocked, residual_desc);
     if (int8_) {
       std::vector<float> scales = int8_->OutputScales();
       // oneDNN halves the weights of a signed input's convolution itself. An unsigned input with a
@@ -360,17 +381,22 @@ class DnnlConv final : public Kernel {
         plan->weights_scale = kSevenBitWeights;
         for (float& scale : scales) scale /= kSevenBitWeights;
       }
-      plan->post_ops.attr.set_output_scales(scales.size() > 1 ? 1 << 1 : 0, scales);  // per output channel
-      if (int8_->y_scale && !plan->swish_quantize_after) {
-        // Requantised for the next int8 Conv: the post-ops compute in real units, then 1/y_scale;
-        // oneDNN rounds to nearest even and saturates into the output type, as QuantizeLinear does.
-        dnnl::post_ops ops = plan->post_ops.attr.get_post_ops();
-        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / *int8_->y_scale, 0.0f);
-        plan->post_ops.attr.set_post_ops(ops);
-        if (int8_->y_zero_point != 0) plan->post_ops.attr.set_zero_points(DNNL_ARG_DST, 0, {int8_->y_zero_point});
-      }
-      // oneDNN subtracts it from every input value and counts padding as the zero point (a real 0).
-      if (int8_->x_zero_point != 0) plan->post_ops.attr.set_zero_points(DNNL_ARG_SRC, 0, {int8_->x_zero_point});
+      auto quantise = [&](FusedPostOps* fused, bool requantise) {
+        fused->attr.set_output_scales(scales.size() > 1 ? 1 << 1 : 0, scales);  // per output channel
+        if (requantise) {
+          // Requantised for the next int8 Conv: the post-ops compute in real units, then
+          // 1/y_scale; oneDNN rounds to nearest even and saturates into the output type, as
+          // QuantizeLinear does.
+          dnnl::post_ops ops = fused->attr.get_post_ops();
+          ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f / *int8_->y_scale, 0.0f);
+          fused->attr.set_post_ops(ops);
+          if (int8_->y_zero_point != 0) fused->attr.set_zero_points(DNNL_ARG_DST, 0, {int8_->y_zero_point});
+        }
+        // oneDNN subtracts it from every input value and counts padding as the zero point (a real 0).
+        if (int8_->x_zero_point != 0) fused->attr.set_zero_points(DNNL_ARG_SRC, 0, {int8_->x_zero_point});
+      };
+      quantise(&plan->post_ops, int8_->y_scale && !plan->swish_quantize_after);
+      if (offer_swish_post_op) quantise(&plan->swish_post_ops, int8_->y_scale.has_value());
     }
     plan->tuning_key = "Conv x=" + ShapeToString(x_shape) + " w=" + ShapeToString(w_shape) + " group=" +
                        std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
@@ -414,6 +440,9 @@ class DnnlConv final : public Kernel {
     // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, or 0 our depthwise
     // or 1x1 kernel, then oneDNN's implementations; the key says which numbering a cached choice uses.
     const int first_onednn = static_cast<int>(winograd_tiles.size()) + (simd_allowed ? 1 : 0);
+    // Then oneDNN's first implementation with the swish post-op, where offered, before the rest.
+    const bool swish_post_op_allowed = offer_swish_post_op && onednn_allowed;
+    const int first_with_pass = first_onednn + (swish_post_op_allowed ? 1 : 0);
     if (weights_form_) {
       plan->tuning_key += " weights=" + (weights_form_->winograd_tile > 0
                                              ? "winograd" + std::to_string(weights_form_->winograd_tile)
@@ -426,7 +455,8 @@ class DnnlConv final : public Kernel {
       // Since our fp32 kernels apply it themselves (choices cached before then timed them with the pass).
       if (plan->swish_after) plan->tuning_key += " swish_in_kernel";
     }
-    plan->default_choice = onednn_allowed ? first_onednn : 0;
+    if (swish_post_op_allowed) plan->tuning_key += " +swish_post_op";
+    plan->default_choice = onednn_allowed ? first_with_pass : 0;
     // oneDNN's implementations for layouts of its choosing, best first; the primitive desc
     // iterator reads the op desc, which must outlive the iteration. With the choice already known
     // (cached, or tuning off) only that one is built. The weights' layout is fixed once settled,
@@ -438,14 +468,21 @@ class DnnlConv final : public Kernel {
                                    : dnnl::memory::desc(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
     const auto any_desc = make_desc(src_any, dst_any, any_weights);
     const auto fixed_desc = fixed_layout ? make_desc(src_any, dst_any, weights_form_->layout) : any_desc;
-    auto collect = [&](std::optional<int> only) {
-      dnnl::convolution_forward::primitive_desc pd(fixed_desc, plan->post_ops.attr, Engine(), /*allow_empty=*/true);
-      if (!pd && fixed_layout) pd = dnnl::convolution_forward::primitive_desc(any_desc, plan->post_ops.attr, Engine(), true);
+    // The swish post-op's candidate writes the output's own type (int8 requantised, or fp32).
+    const dnnl::memory::desc dst_any_type(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
+    const auto any_swish_desc = make_desc(src_any, dst_any_type, any_weights);
+    const auto fixed_swish_desc = fixed_layout ? make_desc(src_any, dst_any_type, weights_form_->layout) : any_swish_desc;
+    auto collect = [&](std::optional<int> only, bool swish_post_op) {
+      const dnnl::primitive_attr& attr = swish_post_op ? plan->swish_post_ops.attr : plan->post_ops.attr;
+      const auto& fixed = swish_post_op ? fixed_swish_desc : fixed_desc;
+      const auto& any = swish_post_op ? any_swish_desc : any_desc;
+      dnnl::convolution_forward::primitive_desc pd(fixed, attr, Engine(), /*allow_empty=*/true);
+      if (!pd && fixed_layout) pd = dnnl::convolution_forward::primitive_desc(any, attr, Engine(), true);
       for (int index = 0; pd && index < static_cast<int>(kMaxCandidates);) {
         const std::string implementation = pd.impl_info_str();
         const bool weak = implementation.rfind("ref", 0) == 0 || implementation.find("sse41") != std::string::npos;
         if (!weak || index == 0) {
-          if (!only || *only == index) AddCandidate(pd, plan);
+          if (!only || *only == index) AddCandidate(pd, plan, swish_post_op);
           if (only && *only == index) break;
           ++index;
         }
@@ -473,8 +510,9 @@ class DnnlConv final : public Kernel {
         c.simd = simd_conv;
         plan->candidates.push_back(std::move(c));
       }
-      if (onednn_allowed && (!only || *only >= first_onednn)) {
-        collect(only ? std::optional<int>(*only - first_onednn) : std::nullopt);
+      if (swish_post_op_allowed && (!only || *only == first_onednn)) collect(0, /*swish_post_op=*/true);
+      if (onednn_allowed && (!only || *only >= first_with_pass)) {
+        collect(only ? std::optional<int>(*only - first_with_pass) : std::nullopt, /*swish_post_op=*/false);
       }
       return Status::Ok();
     };
@@ -499,9 +537,10 @@ class DnnlConv final : public Kernel {
     return Status::Ok();
   }
 
-  void AddCandidate(const dnnl::convolution_forward::primitive_desc& pd, Plan* plan) {
+  void AddCandidate(const dnnl::convolution_forward::primitive_desc& pd, Plan* plan, bool swish_post_op = false) {
     Candidate c;
     c.implementation = pd.impl_info_str();
+    c.swish_post_op = swish_post_op;
     c.src_desc = pd.src_desc();
     c.dst_desc = pd.dst_desc();
     c.weights_desc = pd.weights_desc();
@@ -512,15 +551,15 @@ class DnnlConv final : public Kernel {
       c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale, int8_->x_zero_point)
                                 : MakeReorder(plan->src_desc, c.src_desc);
     }
-    if (plan->swish_quantize_after) {
+    if (plan->swish_quantize_after && !swish_post_op) {
       c.primitive_dst = ScratchMemory(c.dst_desc);  // fp32, read by SwishQuantize
     } else if (c.dst_desc != plan->dst_desc) {
       c.primitive_dst = ScratchMemory(c.dst_desc);
       c.dst_reorder = MakeReorder(c.dst_desc, plan->dst_desc);
     }
-    if (plan->post_ops.add_as_sum && plan->post_ops.residual_desc != c.dst_desc) {
-      c.residual_reorder =
-          MakeReorder(plan->post_ops.residual_desc, c.dst_desc);
+    const FusedPostOps& post_ops = PostOpsOf(*plan, c);
+    if (post_ops.add_as_sum && post_ops.residual_desc != c.dst_desc) {
+      c.residual_reorder = MakeReorder(post_ops.residual_desc, c.dst_desc);
     }
     plan->candidates.push_back(std::move(c));
   }
