@@ -440,8 +440,15 @@ class DnnlConv final : public Kernel {
     // Choices 0 and 1 are Winograd's 2x2 and 4x4 output tiles when they apply, or 0 our depthwise
     // or 1x1 kernel, then oneDNN's implementations; the key says which numbering a cached choice uses.
     const int first_onednn = static_cast<int>(winograd_tiles.size()) + (simd_allowed ? 1 : 0);
-    // Then oneDNN's first implementation with the swish post-op, where offered, before the rest.
-    const bool swish_post_op_allowed = offer_swish_post_op && onednn_allowed;
+    // Then oneDNN's first implementation with the swish post-op, where offered and oneDNN has one
+    // (checked here: the numbering of cached choices counts on it), before the rest. It writes the
+    // output's own type (int8 requantised, or fp32).
+    dnnl::memory::desc src_any(ToDims(x_shape), compute_type, tag::any);
+    const dnnl::memory::desc dst_any_type(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
+    const auto any_swish_desc = make_desc(src_any, dst_any_type, any_weights);
+    const bool swish_post_op_allowed =
+        offer_swish_post_op && onednn_allowed &&
+        dnnl::convolution_forward::primitive_desc(any_swish_desc, plan->swish_post_ops.attr, Engine(), /*allow_empty=*/true);
     const int first_with_pass = first_onednn + (swish_post_op_allowed ? 1 : 0);
     if (weights_form_) {
       plan->tuning_key += " weights=" + (weights_form_->winograd_tile > 0
@@ -461,16 +468,12 @@ class DnnlConv final : public Kernel {
     // iterator reads the op desc, which must outlive the iteration. With the choice already known
     // (cached, or tuning off) only that one is built. The weights' layout is fixed once settled,
     // unless no implementation takes it for this shape.
-    dnnl::memory::desc src_any(ToDims(x_shape), compute_type, tag::any);
     // Our Swish-and-quantise pass reads oneDNN's fp32 output in the output's own layout.
     const dnnl::memory::desc dst_any =
         plan->swish_quantize_after ? layouts_.Desc(plan->out_shape, layouts_.output(0), dt::f32)
                                    : dnnl::memory::desc(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
     const auto any_desc = make_desc(src_any, dst_any, any_weights);
     const auto fixed_desc = fixed_layout ? make_desc(src_any, dst_any, weights_form_->layout) : any_desc;
-    // The swish post-op's candidate writes the output's own type (int8 requantised, or fp32).
-    const dnnl::memory::desc dst_any_type(ToDims(plan->out_shape), DnnlType(OutputType()), tag::any);
-    const auto any_swish_desc = make_desc(src_any, dst_any_type, any_weights);
     const auto fixed_swish_desc = fixed_layout ? make_desc(src_any, dst_any_type, weights_form_->layout) : any_swish_desc;
     auto collect = [&](std::optional<int> only, bool swish_post_op) {
       const dnnl::primitive_attr& attr = swish_post_op ? plan->swish_post_ops.attr : plan->post_ops.attr;
