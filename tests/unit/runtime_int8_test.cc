@@ -439,6 +439,7 @@ Graph QdqDepthwiseChain(const std::string& activation) {
 // 0 where it applies, oneDNN's after), matches the QDQ graph.
 TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_int8_dw_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const std::vector<Tensor> inputs{Random({2, 16, 9, 11}, 55)};
   for (const std::string activation : {"Relu", "HardSwish", "Swish"}) {
@@ -479,7 +480,7 @@ TEST(Int8Test, DepthwiseLayersMatchTheQdqGraphOnOurKernelAndOnOneDnns) {
         if (node.op_type == "Conv" && node.Int("group", 1).value_or(1) > 1) depthwise.push_back((*forced)->kernel(i).Implementation());
       }
       ASSERT_EQ(depthwise.size(), 1u);
-      EXPECT_EQ(depthwise[0].rfind(implementation, 0), 0u) << depthwise[0];
+      EXPECT_EQ(depthwise[0].rfind(implementation, 0), 0u) << depthwise[0] << "\n" << text.str();
       EXPECT_TRUE(depthwise[0].ends_with(suffix)) << depthwise[0];
     }
   }

@@ -91,6 +91,7 @@ TEST(TuningTest, BothMatMulCandidatesMatchTheReference) {
 
 TEST(TuningTest, ChoicesAreTimedOncePerShapeAndPersist) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_tuning_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const std::filesystem::path cache = dir / "model.onnx.tuning";
   const Graph graph = LinearLayer(16, 32);
@@ -152,6 +153,7 @@ int WinogradConvs(const Session& session) {
 TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
   if (!dnnl_kernels::WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_winograd_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const Graph graph = ConvChain();
   const Tensor x = Random({2, 16, 9, 9}, 5);
@@ -199,6 +201,7 @@ std::string ForcedLines(const std::string& timed, int64_t batch, int choice) {
 TEST(TuningTest, ALayerKeepsTheWeightsFormOfItsFirstShapeAtOtherBatchSizes) {
   if (!dnnl_kernels::WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_forms_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const Graph graph = ConvChain();
   const Tensor first = Random({2, 16, 9, 9}, 5), other = Random({5, 16, 9, 9}, 6);
@@ -288,6 +291,7 @@ std::vector<std::string> PoolImplementations(const Session& session) {
 
 TEST(TuningTest, BothGlobalPoolCandidatesMatchTheReferenceOnBlockedAndPlainInputs) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_pools_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const Graph graph = GlobalPools();
   const Tensor x = Random({3, 16, 7, 7}, 8);
@@ -341,6 +345,7 @@ std::string ForceEachSimdChoice(const Graph& graph, const Tensor& x, const Tenso
                                 const std::string& implementation, std::vector<size_t> convs,
                                 const std::function<void(Session&)>& also = {}) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_" + kind + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const std::string timed = TimedCacheFile(graph, x, dir / "timed");
   const std::regex choice_in_key("( \\+" + kind + "\t)\\d+");
@@ -436,6 +441,7 @@ TEST(TuningTest, EachWayToRunATrailingSwishMatchesTheReference) {
   const Graph graph = SwishChain();
   const Tensor x = Random({2, 16, 9, 7}, 40);
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_swish_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const std::string timed = TimedCacheFile(graph, x, dir / "timed");
   const std::regex choice_in_key("( swish_in_kernel \\+swish_post_op\t)\\d+");
@@ -460,6 +466,7 @@ TEST(TuningTest, EachWayToRunATrailingSwishMatchesTheReference) {
 
 TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_threads_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
   const Graph graph = TwoConvs();
   const Tensor x = Random({4, 8, 12, 12}, 13);
