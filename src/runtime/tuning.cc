@@ -117,23 +117,31 @@ int ChooseFastest(const std::string& key, int candidates, int default_choice, co
     if (auto cached = context.tuning_cache->Find(key); cached && *cached >= 0 && *cached < candidates) return *cached;
   }
   if (context.tune == TuneMode::kOff || candidates < 2) return default_choice;
-  // One warm-up run (first-touch of the weights' packed copy), then the best of a few: the best,
-  // not the mean, because this machine's noise only ever adds time.
+  // One warm-up run each (first-touch of the weights' packed copy), then rounds in which every
+  // candidate runs once, each keeping its best time: the best, not the mean, because this
+  // machine's noise only ever adds time; rounds rather than one candidate's runs after another's,
+  // so that a slow spell of a shared machine falls on every candidate alike (timed one after
+  // another, a tuning run on a 2-core VM once chose oneDNN's swish post-op for four layers and
+  // left efficientnet_b0 8% slower; docs/BENCHMARKS.md).
   const int timed_runs = context.tune == TuneMode::kFull ? 10 : 3;
+  const auto count = static_cast<size_t>(candidates);
+  std::vector<double> fastest(count, std::numeric_limits<double>::infinity());
+  std::vector<bool> usable(count);
+  for (size_t candidate = 0; candidate < count; ++candidate) usable[candidate] = run(static_cast<int>(candidate)).ok();
+  for (int round = 0; round < timed_runs; ++round) {
+    for (size_t candidate = 0; candidate < count; ++candidate) {
+      if (!usable[candidate]) continue;
+      const auto start = std::chrono::steady_clock::now();
+      usable[candidate] = run(static_cast<int>(candidate)).ok();
+      fastest[candidate] = std::min(fastest[candidate], std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
   int best = default_choice;
   double best_seconds = std::numeric_limits<double>::infinity();
-  for (int candidate = 0; candidate < candidates; ++candidate) {
-    if (!run(candidate).ok()) continue;
-    double fastest = std::numeric_limits<double>::infinity();
-    bool failed = false;
-    for (int i = 0; i < timed_runs && !failed; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      failed = !run(candidate).ok();
-      fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    if (!failed && fastest < best_seconds) {
-      best_seconds = fastest;
-      best = candidate;
+  for (size_t candidate = 0; candidate < count; ++candidate) {
+    if (usable[candidate] && fastest[candidate] < best_seconds) {
+      best_seconds = fastest[candidate];
+      best = static_cast<int>(candidate);
     }
   }
   if (context.tuning_cache != nullptr) context.tuning_cache->Put(key, best);

@@ -495,6 +495,22 @@ TEST(TuningTest, KernelsPreparedOnOneThreadRunOnAnother) {
   std::filesystem::remove_all(dir);
 }
 
+// Each candidate warms up once, then the timed runs go round the candidates (a slow spell of the
+// machine falls on all alike), and the fastest is chosen.
+TEST(TuningTest, ChooseFastestTimesTheCandidatesInRounds) {
+  TuningCache cache;
+  const RunScope scope({TuneMode::kFast, &cache, nullptr});
+  std::vector<int> order;
+  const int choice = ChooseFastest("op", 3, 0, [&](int candidate) -> Status {
+    order.push_back(candidate);
+    if (candidate == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (candidate == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return Status::Ok();
+  });
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(choice, 1);
+}
+
 TEST(TuningTest, ChooseFastestUsesTheCacheAndSkipsFailingCandidates) {
   TuningCache cache;
   const RunScope scope({TuneMode::kFast, &cache, nullptr});
