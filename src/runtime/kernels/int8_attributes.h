@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -53,22 +54,30 @@ inline bool FitsQuantised(int64_t value, bool is_signed) {
   return is_signed ? value >= -128 && value <= 127 : value >= 0 && value <= 255;
 }
 
-// How a node writes its output quantised (kInt8OutputScale and its companions), or nullopt.
-struct Int8Output {
+// One tensor's quantisation as a node's attributes give it (the input's or the output's).
+struct Int8Quantisation {
   float scale = 1;
   bool is_signed = false;
   int32_t zero_point = 0;
 };
-inline StatusOr<std::optional<Int8Output>> ReadInt8Output(const Node& node) {
-  if (!node.Has(kInt8OutputScale)) return std::optional<Int8Output>();
-  Int8Output output;
-  ASSIGN_OR_RETURN(output.scale, node.Float(kInt8OutputScale, 1));
-  ASSIGN_OR_RETURN(int64_t is_signed, node.Int(kInt8OutputSigned, 0));
-  output.is_signed = is_signed != 0;
-  ASSIGN_OR_RETURN(int64_t zero_point, node.Int(kInt8OutputZeroPoint, 0));
-  if (!FitsQuantised(zero_point, output.is_signed)) return Status::InvalidArgument(node.Describe() + ": int8 output zero point out of range");
-  if (!(output.scale > 0)) return Status::InvalidArgument(node.Describe() + ": int8 scales must be positive");
-  output.zero_point = static_cast<int32_t>(zero_point);
+inline StatusOr<Int8Quantisation> ReadQuantisation(const Node& node, const char* scale_key, const char* signed_key,
+                                             const char* zero_point_key, const std::string& which) {
+  Int8Quantisation q;
+  ASSIGN_OR_RETURN(q.scale, node.Float(scale_key, 1));
+  ASSIGN_OR_RETURN(int64_t is_signed, node.Int(signed_key, 0));
+  q.is_signed = is_signed != 0;
+  ASSIGN_OR_RETURN(int64_t zero_point, node.Int(zero_point_key, 0));
+  if (!FitsQuantised(zero_point, q.is_signed)) return Status::InvalidArgument(node.Describe() + ": int8 " + which + " zero point out of range");
+  if (!(q.scale > 0)) return Status::InvalidArgument(node.Describe() + ": int8 scales must be positive");
+  q.zero_point = static_cast<int32_t>(zero_point);
+  return q;
+}
+
+// How a node writes its output quantised (kInt8OutputScale and its companions), or nullopt.
+inline StatusOr<std::optional<Int8Quantisation>> ReadInt8Output(const Node& node) {
+  if (!node.Has(kInt8OutputScale)) return std::optional<Int8Quantisation>();
+  ASSIGN_OR_RETURN(Int8Quantisation output,
+                   ReadQuantisation(node, kInt8OutputScale, kInt8OutputSigned, kInt8OutputZeroPoint, "output"));
   return std::optional(output);
 }
 
@@ -76,22 +85,18 @@ inline StatusOr<std::optional<Int8Output>> ReadInt8Output(const Node& node) {
 inline StatusOr<std::optional<Int8Params>> ReadInt8Params(const Node& node) {
   if (!node.Has(kInt8InputScale)) return std::optional<Int8Params>();
   Int8Params params;
-  ASSIGN_OR_RETURN(params.x_scale, node.Float(kInt8InputScale, 1));
-  ASSIGN_OR_RETURN(int64_t x_signed, node.Int(kInt8InputSigned, 0));
-  params.x_signed = x_signed != 0;
-  ASSIGN_OR_RETURN(int64_t x_zero_point, node.Int(kInt8InputZeroPoint, 0));
+  ASSIGN_OR_RETURN(Int8Quantisation input, ReadQuantisation(node, kInt8InputScale, kInt8InputSigned, kInt8InputZeroPoint, "input"));
+  params.x_scale = input.scale;
+  params.x_signed = input.is_signed;
+  params.x_zero_point = input.zero_point;
   ASSIGN_OR_RETURN(params.w_scales, node.Floats(kInt8WeightScales));
-  ASSIGN_OR_RETURN(std::optional<Int8Output> output, ReadInt8Output(node));
+  ASSIGN_OR_RETURN(std::optional<Int8Quantisation> output, ReadInt8Output(node));
   if (output) {
     params.y_scale = output->scale;
     params.y_signed = output->is_signed;
     params.y_zero_point = output->zero_point;
   }
-  if (!FitsQuantised(x_zero_point, params.x_signed)) return Status::InvalidArgument(node.Describe() + ": int8 input zero point out of range");
-  params.x_zero_point = static_cast<int32_t>(x_zero_point);
-  if (!(params.x_scale > 0) || params.w_scales.empty() || (params.y_scale && !(*params.y_scale > 0))) {
-    return Status::InvalidArgument(node.Describe() + ": int8 scales must be positive");
-  }
+  if (params.w_scales.empty()) return Status::InvalidArgument(node.Describe() + ": int8 scales must be positive");
   return std::optional<Int8Params>(std::move(params));
 }
 

@@ -220,7 +220,7 @@ class DnnlBinary final : public Kernel {
 
 // The output quantisation FuseInt8Requantize wrote on the node, if any.
 StatusOr<std::optional<simd::ChannelScaleOutput>> ReadQuantisedOutput(const Node& node) {
-  ASSIGN_OR_RETURN(std::optional<Int8Output> output, ReadInt8Output(node));
+  ASSIGN_OR_RETURN(std::optional<Int8Quantisation> output, ReadInt8Output(node));
   if (!output) return std::optional<simd::ChannelScaleOutput>();
   return std::optional(simd::ChannelScaleOutput{
       .quantised = true, .scale = output->scale, .zero_point = output->zero_point, .is_signed = output->is_signed});

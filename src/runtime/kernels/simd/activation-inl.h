@@ -25,11 +25,12 @@ HWY_INLINE void ExpEach(D d, V* x) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::RebindToSigned<D> di;
   const V shifter = hn::Set(d, 12582912.0f);  // 1.5 * 2^23
-  V shifted[K], r[K], p[K];
+  V shifted[K], n[K], r[K], p[K];
   for (size_t k = 0; k < K; ++k) x[k] = hn::Min(hn::Max(x[k], hn::Set(d, -87.0f)), hn::Set(d, 88.0f));
   for (size_t k = 0; k < K; ++k) shifted[k] = hn::MulAdd(x[k], hn::Set(d, 1.44269504f), shifter);
-  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(hn::Sub(shifted[k], shifter), hn::Set(d, 0.693359375f), x[k]);
-  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(hn::Sub(shifted[k], shifter), hn::Set(d, -2.12194440e-4f), r[k]);
+  for (size_t k = 0; k < K; ++k) n[k] = hn::Sub(shifted[k], shifter);
+  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, 0.693359375f), x[k]);
+  for (size_t k = 0; k < K; ++k) r[k] = hn::NegMulAdd(n[k], hn::Set(d, -2.12194440e-4f), r[k]);
   for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(hn::Set(d, 1.9875691500e-4f), r[k], hn::Set(d, 1.3981999507e-3f));
   for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, 8.3334519073e-3f));
   for (size_t k = 0; k < K; ++k) p[k] = hn::MulAdd(p[k], r[k], hn::Set(d, 4.1665795894e-2f));
@@ -42,12 +43,6 @@ HWY_INLINE void ExpEach(D d, V* x) {
     const auto two_to_n = hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, shifted[k]), hn::Set(di, 127)));
     x[k] = hn::Mul(p[k], hn::BitCast(d, two_to_n));
   }
-}
-
-template <class D, class V>
-HWY_INLINE V Exp(D d, V x) {
-  ExpEach<1>(d, &x);
-  return x;
 }
 
 // x[k] / (1 + exp(-x[k])) for k < K, in place: NaN in, NaN out (the division reads x itself).
