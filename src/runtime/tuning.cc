@@ -1,5 +1,6 @@
 #include "runtime/tuning.h"
 
+#include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/run_context.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -18,12 +19,13 @@ namespace {
 
 }  // namespace
 
-// What timings depend on: the instruction set oneDNN uses, its version, and the thread count.
+// What timings depend on: the instruction set oneDNN uses, its version, the thread count, and the
+// activations' channel block (a choice cached for one block may not exist in the other).
 std::string TuningCache::MachineLine() const {
   const dnnl_version_t* version = dnnl_version();
   return "# inferd tuning cache; onednn " + std::to_string(version->major) + "." + std::to_string(version->minor) +
          " isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + " threads " +
-         std::to_string(threads_);
+         std::to_string(threads_) + " block " + std::to_string(dnnl_kernels::ChannelBlock());
 }
 
 StatusOr<TuneMode> ParseTuneMode(std::string_view text) {

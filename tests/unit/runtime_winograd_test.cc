@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
+#include <tuple>
 #include <random>
 
 #include "runtime/kernels/dnnl/dnnl_winograd.h"
@@ -22,6 +24,8 @@ struct Case {
   int tile = 2;  // output block: F(2x2, 3x3) or F(4x4, 3x3)
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 std::vector<float> RandomValues(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(-1, 1);
@@ -30,20 +34,26 @@ std::vector<float> RandomValues(size_t count, uint32_t seed) {
   return v;
 }
 
-// NCHW <-> nChw8c (channels a multiple of 8).
-std::vector<float> ToBlocked(const std::vector<float>& plain, int64_t n, int64_t c, int64_t hw) {
-  std::vector<float> blocked(plain.size());
+// Where channel ch of pixel p of image i lies in nChw{block}c, channels padded to a whole block.
+size_t BlockedIndex(int64_t i, int64_t ch, int64_t p, int64_t c, int64_t hw, int64_t block) {
+  const int64_t blocks = (c + block - 1) / block;
+  return static_cast<size_t>(((i * blocks + ch / block) * hw + p) * block + ch % block);
+}
+
+// NCHW <-> nChw{block}c. The padding channels of an input hold NaN: the convolution must not read them.
+std::vector<float> ToBlocked(const std::vector<float>& plain, int64_t n, int64_t c, int64_t hw, int64_t block) {
+  std::vector<float> blocked(static_cast<size_t>(n * (c + block - 1) / block * block * hw), NAN);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) blocked[((i * (c / 8) + ch / 8) * hw + p) * 8 + ch % 8] = plain[(i * c + ch) * hw + p];
+      for (int64_t p = 0; p < hw; ++p) blocked[BlockedIndex(i, ch, p, c, hw, block)] = plain[(i * c + ch) * hw + p];
   return blocked;
 }
 
-std::vector<float> FromBlocked(const std::vector<float>& blocked, int64_t n, int64_t c, int64_t hw) {
-  std::vector<float> plain(blocked.size());
+std::vector<float> FromBlocked(const std::vector<float>& blocked, int64_t n, int64_t c, int64_t hw, int64_t block) {
+  std::vector<float> plain(static_cast<size_t>(n * c * hw));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) plain[(i * c + ch) * hw + p] = blocked[((i * (c / 8) + ch / 8) * hw + p) * 8 + ch % 8];
+      for (int64_t p = 0; p < hw; ++p) plain[(i * c + ch) * hw + p] = blocked[BlockedIndex(i, ch, p, c, hw, block)];
   return plain;
 }
 
@@ -88,17 +98,24 @@ std::vector<float> DirectConv(const Case& c, const std::vector<float>& x, const 
   return y;
 }
 
-class WinogradTest : public testing::TestWithParam<Case> {};
+// Each case in nChw8c and in nChw16c (the layout's block is timed per machine: both must work on
+// every machine).
+class WinogradTest : public testing::TestWithParam<std::tuple<Case, int64_t>> {};
 
 TEST_P(WinogradTest, MatchesDirectConvolution) {
   if (!WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
-  const Case& c = GetParam();
+  const auto& [c, block] = GetParam();
   const Shape x_shape{c.batch, c.channels, c.h, c.w}, w_shape{c.filters, c.channels, 3, 3};
-  ASSERT_TRUE(WinogradConv::Applies(x_shape, w_shape, 1, {1, 1}, {1, 1}, {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right},
-                                    c.post_ops));
+  const std::vector<int64_t> pads{c.pad_top, c.pad_left, c.pad_bottom, c.pad_right};
+  if (c.filters % block != 0) {
+    EXPECT_FALSE(WinogradConv::Applies(x_shape, w_shape, 1, {1, 1}, {1, 1}, pads, c.post_ops, block));
+    return;  // its padding channels would stay unwritten
+  }
+  ASSERT_TRUE(WinogradConv::Applies(x_shape, w_shape, 1, {1, 1}, {1, 1}, pads, c.post_ops, block));
   const int64_t oh = c.h + c.pad_top + c.pad_bottom - 2, ow = c.w + c.pad_left + c.pad_right - 2;
   auto conv = WinogradConv::Create({.batch = c.batch, .in_channels = c.channels, .out_channels = c.filters, .in_h = c.h,
-                                    .in_w = c.w, .out_h = oh, .out_w = ow, .pad_top = c.pad_top, .pad_left = c.pad_left},
+                                    .in_w = c.w, .out_h = oh, .out_w = ow, .pad_top = c.pad_top, .pad_left = c.pad_left,
+                                    .layout_block = block},
                                    c.post_ops, c.tile, c.chunk_tiles);
   ASSERT_TRUE(conv.ok()) << conv.status().ToString();
   const std::vector<float> x = RandomValues(c.batch * c.channels * c.h * c.w, 1);
@@ -106,18 +123,18 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
   std::vector<float> residual;
   for (const PostOp& op : c.post_ops)
     if (op.kind == PostOp::Kind::kAdd) residual = RandomValues(c.batch * c.filters * oh * ow, 4);
-  const std::vector<float> x_blocked = ToBlocked(x, c.batch, c.channels, c.h * c.w);
+  const std::vector<float> x_blocked = ToBlocked(x, c.batch, c.channels, c.h * c.w, block);
   const std::vector<float> residual_blocked =
-      residual.empty() ? residual : ToBlocked(residual, c.batch, c.filters, oh * ow);
+      residual.empty() ? residual : ToBlocked(residual, c.batch, c.filters, oh * ow, block);
   // Two sets of weights in turn, one conv object.
   for (uint32_t seed : {2u, 5u}) {
     const std::vector<float> w = RandomValues(c.filters * c.channels * 9, seed);
-    std::vector<float> y_blocked(c.batch * c.filters * oh * ow, NAN);
+    std::vector<float> y_blocked(c.batch * c.filters * oh * ow, NAN);  // filters fill whole blocks
     auto transformed = WinogradConv::TransformWeights(w.data(), c.tile, c.channels, c.filters);
     ASSERT_TRUE(transformed.ok());
     ASSERT_TRUE((*conv)->Run(x_blocked.data(), *transformed, c.bias ? bias.data() : nullptr,
                              residual.empty() ? nullptr : residual_blocked.data(), y_blocked.data()).ok());
-    const std::vector<float> got = FromBlocked(y_blocked, c.batch, c.filters, oh * ow);
+    const std::vector<float> got = FromBlocked(y_blocked, c.batch, c.filters, oh * ow, block);
     std::vector<double> magnitude;
     const std::vector<float> want = DirectConv(c, x, w, bias, residual, oh, ow, &magnitude);
     for (size_t i = 0; i < want.size(); ++i) {
@@ -132,7 +149,7 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
 using K = PostOp::Kind;
 INSTANTIATE_TEST_SUITE_P(
     Shapes, WinogradTest,
-    testing::Values(Case{"same_pads_relu", 2, 8, 16, 6, 6, 1, 1, 1, 1, {{K::kRelu}}},
+    testing::Combine(testing::Values(Case{"same_pads_relu", 2, 8, 16, 6, 6, 1, 1, 1, 1, {{K::kRelu}}},
                     Case{"odd_output", 1, 16, 8, 7, 5, 1, 1, 1, 1, {}},
                     Case{"no_pads", 1, 8, 8, 6, 7, 0, 0, 0, 0, {}, false},
                     Case{"asymmetric_pads", 2, 8, 8, 5, 6, 2, 0, 1, 2, {{K::kLeakyRelu, 0.1f}}},
@@ -145,22 +162,30 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{"f4_odd_output", 1, 16, 8, 7, 5, 1, 1, 1, 1, {}, true, 0, 4},
                     Case{"f4_asymmetric_pads", 2, 8, 8, 9, 6, 2, 0, 1, 2, {{K::kLeakyRelu, 0.1f}}, false, 0, 4},
                     Case{"f4_residual_chunks", 2, 16, 16, 11, 10, 1, 1, 1, 1, {{K::kAdd}, {K::kRelu}}, true, 3, 4},
-                    Case{"f4_wide_channels", 1, 256, 64, 6, 6, 1, 1, 1, 1, {{K::kClip, -0.5f, 0.5f}}, true, 0, 4}),
-    [](const testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+                    Case{"f4_wide_channels", 1, 256, 64, 6, 6, 1, 1, 1, 1, {{K::kClip, -0.5f, 0.5f}}, true, 0, 4},
+                    // 24 input channels: in nChw16c the second block is half padding.
+                    Case{"padded_input_block", 2, 24, 16, 7, 7, 1, 1, 1, 1, {{K::kAdd}, {K::kRelu}}},
+                    Case{"f4_padded_input_block", 1, 40, 32, 9, 9, 1, 1, 1, 1, {}, true, 0, 4}),
+                     testing::Values(int64_t{8}, int64_t{16})),
+    [](const testing::TestParamInfo<std::tuple<Case, int64_t>>& info) {
+      return std::string(std::get<0>(info.param).name) + "_block" + std::to_string(std::get<1>(info.param));
+    });
 
 TEST(WinogradTest, AppliesOnlyWhereItIsExact) {
   const Shape x{1, 16, 8, 8}, w{16, 16, 3, 3};
   const std::vector<int64_t> ones{1, 1}, pads{1, 1, 1, 1};
   if (!WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
-  EXPECT_TRUE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kAdd}, {K::kRelu}}));
-  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, {2, 2}, ones, pads, {}));                     // strided
-  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, {2, 2}, pads, {}));                     // dilated
-  EXPECT_FALSE(WinogradConv::Applies(x, w, 2, ones, ones, pads, {}));                       // grouped
-  EXPECT_FALSE(WinogradConv::Applies(x, {16, 16, 5, 5}, 1, ones, ones, pads, {}));          // 5x5
-  EXPECT_FALSE(WinogradConv::Applies({1, 12, 8, 8}, {16, 12, 3, 3}, 1, ones, ones, pads, {}));  // 12 channels
-  EXPECT_FALSE(WinogradConv::Applies(x, {12, 16, 3, 3}, 1, ones, ones, pads, {}));          // 12 filters
-  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, ones, {3, 1, 1, 1}, {}));               // pad 3
-  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kSigmoid}}));          // unsupported post-op
+  EXPECT_TRUE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kAdd}, {K::kRelu}}, 8));
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, {2, 2}, ones, pads, {}, 8));                     // strided
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, {2, 2}, pads, {}, 8));                     // dilated
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 2, ones, ones, pads, {}, 8));                       // grouped
+  EXPECT_FALSE(WinogradConv::Applies(x, {16, 16, 5, 5}, 1, ones, ones, pads, {}, 8));          // 5x5
+  EXPECT_FALSE(WinogradConv::Applies({1, 12, 8, 8}, {16, 12, 3, 3}, 1, ones, ones, pads, {}, 8));  // 12 channels
+  EXPECT_FALSE(WinogradConv::Applies(x, {12, 16, 3, 3}, 1, ones, ones, pads, {}, 8));          // 12 filters
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, ones, {3, 1, 1, 1}, {}, 8));               // pad 3
+  EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kSigmoid}}, 8));          // unsupported post-op
+  EXPECT_FALSE(WinogradConv::Applies(x, {24, 16, 3, 3}, 1, ones, ones, pads, {}, 16));  // 24 filters in nChw16c
+  EXPECT_TRUE(WinogradConv::Applies({1, 24, 8, 8}, {16, 24, 3, 3}, 1, ones, ones, pads, {}, 16));  // 24 channels
 }
 
 }  // namespace

@@ -418,7 +418,7 @@ class DnnlConv final : public Kernel {
     const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
     const bool winograd_applies =
         !int8_ && layouts_.channel_blocked_input(0) && layouts_.channel_blocked_output(0) && (residual == nullptr || residual_matches_output) &&
-        WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_);
+        WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_, ChannelBlock());
     // (Our kernels take every post-op: they apply a trailing Swish themselves, in registers.)
     const std::optional<SimdConv> simd_conv = SimdConv::For(
         {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
@@ -500,7 +500,8 @@ class DnnlConv final : public Kernel {
         ASSIGN_OR_RETURN(std::unique_ptr<WinogradConv> conv,
                          WinogradConv::Create({.batch = x_shape[0], .in_channels = x_shape[1], .out_channels = filters,
                                                .in_h = x_shape[2], .in_w = x_shape[3], .out_h = out_spatial[0],
-                                               .out_w = out_spatial[1], .pad_top = w.pads[0], .pad_left = w.pads[1]},
+                                               .out_w = out_spatial[1], .pad_top = w.pads[0], .pad_left = w.pads[1],
+                                               .layout_block = ChannelBlock()},
                                               post_ops_, tile));
         Candidate c;
         c.implementation = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile) + "_3x3:avx2";

@@ -1,7 +1,11 @@
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "runtime/kernels/tensor_util.h"
 
@@ -9,26 +13,62 @@ namespace inferd::runtime::dnnl_kernels {
 
 using tag = dnnl::memory::format_tag;
 
-int64_t ChannelBlock() {
-  // The block oneDNN picks for a typical convolution when it may choose the layout: asking it
-  // follows the ISA oneDNN dispatches to (and honours ONEDNN_MAX_CPU_ISA).
-  static const int64_t block = []() -> int64_t {
-    try {
-      const dnnl::memory::dims src{1, 64, 28, 28}, weights{64, 64, 3, 3};
-      dnnl::memory::desc any_src(src, dnnl::memory::data_type::f32, tag::any);
-      dnnl::memory::desc any_weights(weights, dnnl::memory::data_type::f32, tag::any);
-      dnnl::convolution_forward::primitive_desc pd(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                          any_src, any_weights, any_src, {1, 1}, {1, 1}, {1, 1}),
-          Engine());
-      const dnnl_memory_desc_t& chosen = pd.dst_desc().data;
-      if (chosen.format_kind == dnnl_blocked && chosen.format_desc.blocking.inner_nblks == 1 &&
-          chosen.format_desc.blocking.inner_idxs[0] == 1) {
-        return chosen.format_desc.blocking.inner_blks[0];
-      }
-    } catch (const std::exception&) {
-    }
+namespace {
+
+// The time of oneDNN's first convolution implementation for a layer with its activations in
+// `layout`: the best of a few runs after a warm-up, in seconds (infinity where it has none).
+double ConvolutionSeconds(const dnnl::memory::dims& src, const dnnl::memory::dims& weights, int64_t pad, tag layout) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::dims dst{src[0], weights[0], src[2], src[3]};
+  const dnnl::memory::desc src_desc(src, dt::f32, layout), dst_desc(dst, dt::f32, layout);
+  const dnnl::memory::desc any_weights(weights, dt::f32, tag::any);
+  dnnl::convolution_forward::primitive_desc pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_desc,
+                                      any_weights, dst_desc, {1, 1}, {pad, pad}, {pad, pad}),
+      Engine(), /*allow_empty=*/true);
+  if (!pd) return std::numeric_limits<double>::infinity();
+  const dnnl::convolution_forward convolution(pd);
+  dnnl::memory x(src_desc, Engine()), w(pd.weights_desc(), Engine()), y(dst_desc, Engine());
+  std::fill_n(static_cast<float*>(x.get_data_handle()), x.get_desc().get_size() / sizeof(float), 0.5f);
+  std::fill_n(static_cast<float*>(w.get_data_handle()), w.get_desc().get_size() / sizeof(float), 0.25f);
+  dnnl::stream& stream = ThreadStream();
+  double best = std::numeric_limits<double>::infinity();
+  for (int run = 0; run < 6; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    convolution.execute(stream, {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, y}});
+    stream.wait();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (run > 0) best = std::min(best, seconds);  // run 0 warms up
+  }
+  return best;
+}
+
+// Which block is faster here, by timing: oneDNN's convolutions for a 1x1 and a 3x3 layer of
+// typical CNN sizes, in nChw8c and in nChw16c. Asking oneDNN which layout it prefers does not
+// answer it: on AVX-512 oneDNN 2.6 prefers NHWC (brgconv), and its jit kernels for nChw16c ran
+// resnet50 and mobilenet_v3_large 1.1-1.4x faster than nChw8c there (docs/BENCHMARKS.md); on
+// AVX2 it has no fast kernel for nChw16c. The difference is large either way, so a few runs decide.
+int64_t TimedChannelBlock() {
+  try {
+    auto total = [](tag layout) {
+      return ConvolutionSeconds({1, 256, 14, 14}, {256, 256, 1, 1}, 0, layout) +
+             ConvolutionSeconds({1, 64, 28, 28}, {64, 64, 3, 3}, 1, layout);
+    };
+    return total(tag::nChw16c) < total(tag::nChw8c) ? 16 : 8;
+  } catch (const dnnl::error&) {
     return 8;
+  }
+}
+
+}  // namespace
+
+int64_t ChannelBlock() {
+  static const int64_t block = [] {
+    if (const char* forced = std::getenv("INFERD_CHANNEL_BLOCK")) {
+      const std::string_view text(forced);
+      if (text == "8" || text == "16") return text == "8" ? int64_t{8} : int64_t{16};
+    }
+    return TimedChannelBlock();
   }();
   return block;
 }

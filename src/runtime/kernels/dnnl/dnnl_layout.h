@@ -1,5 +1,5 @@
 // Blocked activation layouts. oneDNN's fast convolutions read and write 4-D activations with the
-// channels in blocks of 8 (AVX2) or 16 (AVX-512): nChw8c / nChw16c. Its int8 convolutions want
+// channels in blocks of 8 or 16, nChw8c / nChw16c (which one is timed: ChannelBlock). Its int8 convolutions want
 // the channels last (NHWC) instead: in a graph with int8 convolutions the pass marks its nodes
 // `_channels_last`, and "blocked" then means NHWC for them (no padding). The layout propagation pass
 // (passes/layout_propagation.cc) keeps a value in that layout between the ops that can read it, so
@@ -21,7 +21,9 @@
 
 namespace inferd::runtime::dnnl_kernels {
 
-// The channel block oneDNN's convolutions prefer on this CPU (asked once from oneDNN itself).
+// The channel block of the blocked layout on this CPU, 8 or 16: timed once per process (oneDNN's
+// convolutions in both layouts, the faster wins), or INFERD_CHANNEL_BLOCK=8|16 where set (tests
+// run the same graphs in both layouts that way).
 int64_t ChannelBlock();
 
 // nChw{block}c for a 4-D shape, or NHWC with `channels_last`.

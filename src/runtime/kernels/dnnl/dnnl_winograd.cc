@@ -13,7 +13,7 @@ namespace {
 
 #define INFERD_AVX2 __attribute__((target("avx2,fma")))
 
-constexpr int64_t kBlock = 8;  // channels per nChw8c block: one AVX2 vector
+constexpr int64_t kBlock = 8;  // channels per transformed group: one AVX2 vector
 // Scratch per chunk of tiles, transformed inputs and products together (floats): 4 MB, so that a
 // chunk's V and M stay in the last-level cache between the three steps.
 constexpr int64_t kScratchFloats = int64_t{1} << 20;
@@ -33,19 +33,22 @@ float* ThreadScratch(size_t floats) {
   return scratch.get();
 }
 
-// The 8 channels of pixel (y, x) of one nChw8c channel block; zero outside the image (padding).
-INFERD_AVX2 inline __m256 LoadPixel(const float* plane, int64_t h, int64_t w, int64_t y, int64_t x) {
-  return y >= 0 && y < h && x >= 0 && x < w ? _mm256_loadu_ps(plane + (y * w + x) * kBlock) : _mm256_setzero_ps();
+// The 8 channels of pixel (y, x) of one group; zero outside the image (padding). Pixels are
+// `pixel_stride` floats apart: the layout's channel block (8 or 16, a group is half of a 16 block).
+INFERD_AVX2 inline __m256 LoadPixel(const float* plane, int64_t h, int64_t w, int64_t pixel_stride, int64_t y,
+                                    int64_t x) {
+  return y >= 0 && y < h && x >= 0 && x < w ? _mm256_loadu_ps(plane + (y * w + x) * pixel_stride)
+                                            : _mm256_setzero_ps();
 }
 
 // Input tile (n, th, tw) of one channel block: 4x4 vectors d, zero outside the image, into
 // B^T d B, written to v[p * stride] for p = 4i + j.
 // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
-INFERD_AVX2 void TransformInputTile2(const float* plane, int64_t h, int64_t w, int64_t y0, int64_t x0, float* v,
-                                     int64_t stride) {
+INFERD_AVX2 void TransformInputTile2(const float* plane, int64_t h, int64_t w, int64_t pixel_stride, int64_t y0,
+                                     int64_t x0, float* v, int64_t stride) {
   __m256 d[4][4];
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) d[i][j] = LoadPixel(plane, h, w, y0 + i, x0 + j);
+    for (int j = 0; j < 4; ++j) d[i][j] = LoadPixel(plane, h, w, pixel_stride, y0 + i, x0 + j);
   __m256 r[4][4];
   for (int j = 0; j < 4; ++j) {
     r[0][j] = _mm256_sub_ps(d[0][j], d[2][j]);
@@ -88,9 +91,10 @@ INFERD_AVX2 __m256 ApplyPostOps(__m256 value, const std::vector<PostOp>& ops, co
 // One output row of a tile, `count` vectors from x0 on, clipped to the image width: bias, then
 // the post-ops (an Add reads the residual at the same place).
 INFERD_AVX2 void StoreOutputRow(const __m256* out, int count, __m256 bias, const std::vector<PostOp>& ops,
-                                const float* residual_plane, float* plane, int64_t w, int64_t y, int64_t x0) {
+                                const float* residual_plane, float* plane, int64_t w, int64_t pixel_stride, int64_t y,
+                                int64_t x0) {
   for (int j = 0; j < count && x0 + j < w; ++j) {
-    const int64_t offset = (y * w + x0 + j) * kBlock;
+    const int64_t offset = (y * w + x0 + j) * pixel_stride;
     const float* residual = residual_plane ? residual_plane + offset : nullptr;
     _mm256_storeu_ps(plane + offset, ApplyPostOps(_mm256_add_ps(out[j], bias), ops, residual));
   }
@@ -100,8 +104,8 @@ INFERD_AVX2 void StoreOutputRow(const __m256* out, int count, __m256 bias, const
 // outputs at (y0, x0), clipped to the image; bias and post-ops applied.
 // A^T = [1 1 1 0; 0 1 -1 -1].
 INFERD_AVX2 void TransformOutputTile2(const float* m, int64_t stride, const float* bias, const std::vector<PostOp>& ops,
-                                      const float* residual_plane, float* plane, int64_t h, int64_t w, int64_t y0,
-                                      int64_t x0) {
+                                      const float* residual_plane, float* plane, int64_t h, int64_t w,
+                                      int64_t pixel_stride, int64_t y0, int64_t x0) {
   __m256 s[2][4];
   for (int j = 0; j < 4; ++j) {
     const __m256 m0 = _mm256_loadu_ps(m + (0 + j) * stride), m1 = _mm256_loadu_ps(m + (4 + j) * stride);
@@ -115,7 +119,7 @@ INFERD_AVX2 void TransformOutputTile2(const float* m, int64_t stride, const floa
     if (y >= h) break;
     const __m256 out[2] = {_mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]),
                            _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3])};
-    StoreOutputRow(out, 2, b, ops, residual_plane, plane, w, y, x0);
+    StoreOutputRow(out, 2, b, ops, residual_plane, plane, w, pixel_stride, y, x0);
   }
 }
 
@@ -140,12 +144,12 @@ INFERD_AVX2 inline void InputColumn6(const __m256 d[6], __m256 r[6]) {
   r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
 }
 
-INFERD_AVX2 void TransformInputTile4(const float* plane, int64_t h, int64_t w, int64_t y0, int64_t x0, float* v,
-                                     int64_t stride) {
+INFERD_AVX2 void TransformInputTile4(const float* plane, int64_t h, int64_t w, int64_t pixel_stride, int64_t y0,
+                                     int64_t x0, float* v, int64_t stride) {
   __m256 rows[6][6];  // rows[i] = B^T applied down column j of the tile, for every j
   for (int j = 0; j < 6; ++j) {
     __m256 d[6];
-    for (int i = 0; i < 6; ++i) d[i] = LoadPixel(plane, h, w, y0 + i, x0 + j);
+    for (int i = 0; i < 6; ++i) d[i] = LoadPixel(plane, h, w, pixel_stride, y0 + i, x0 + j);
     __m256 r[6];
     InputColumn6(d, r);
     for (int i = 0; i < 6; ++i) rows[i][j] = r[i];
@@ -168,8 +172,8 @@ INFERD_AVX2 inline void OutputColumn6(const __m256 m[6], __m256 o[4]) {
 }
 
 INFERD_AVX2 void TransformOutputTile4(const float* m, int64_t stride, const float* bias, const std::vector<PostOp>& ops,
-                                      const float* residual_plane, float* plane, int64_t h, int64_t w, int64_t y0,
-                                      int64_t x0) {
+                                      const float* residual_plane, float* plane, int64_t h, int64_t w,
+                                      int64_t pixel_stride, int64_t y0, int64_t x0) {
   __m256 cols[4][6];  // A^T applied down each column j of the 6x6 products
   for (int j = 0; j < 6; ++j) {
     __m256 column[6], o[4];
@@ -183,7 +187,7 @@ INFERD_AVX2 void TransformOutputTile4(const float* m, int64_t stride, const floa
     if (y >= h) break;
     __m256 out[4];
     OutputColumn6(cols[i], out);
-    StoreOutputRow(out, 4, b, ops, residual_plane, plane, w, y, x0);
+    StoreOutputRow(out, 4, b, ops, residual_plane, plane, w, pixel_stride, y, x0);
   }
 }
 
@@ -193,9 +197,11 @@ bool WinogradConv::CpuSupported() { return CpuHasAvx2Fma(); }
 
 bool WinogradConv::Applies(const Shape& x_shape, const Shape& w_shape, int64_t group, const std::vector<int64_t>& strides,
                            const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
-                           const std::vector<PostOp>& post_ops) {
+                           const std::vector<PostOp>& post_ops, int64_t layout_block) {
   if (!CpuSupported() || x_shape.size() != 4 || w_shape.size() != 4 || group != 1) return false;
-  if (w_shape[2] != 3 || w_shape[3] != 3 || x_shape[1] % kBlock != 0 || w_shape[0] % kBlock != 0) return false;
+  if (layout_block != 8 && layout_block != 16) return false;
+  // Filters fill whole layout blocks: the transforms write no padding channel, which must be zero.
+  if (w_shape[2] != 3 || w_shape[3] != 3 || x_shape[1] % kBlock != 0 || w_shape[0] % layout_block != 0) return false;
   for (int64_t s : strides) if (s != 1) return false;
   for (int64_t d : dilations) if (d != 1) return false;
   for (int64_t p : pads) if (p < 0 || p > 2) return false;
@@ -210,6 +216,9 @@ StatusOr<std::unique_ptr<WinogradConv>> WinogradConv::Create(const WinogradShape
                                                              int tile, int64_t max_chunk_tiles) {
   if (shape.out_h < 1 || shape.out_w < 1) return Status::InvalidArgument("Winograd: empty output");
   if (tile != 2 && tile != 4) return Status::InvalidArgument("Winograd: output tiles are 2x2 or 4x4");
+  if (shape.layout_block != 8 && shape.layout_block != 16) {
+    return Status::InvalidArgument("Winograd: the layout's channel block is 8 or 16");
+  }
   const int64_t positions = (tile + 2) * (tile + 2);
   const int64_t tiles = shape.batch * ((shape.out_h + tile - 1) / tile) * ((shape.out_w + tile - 1) / tile);
   int64_t chunk = std::max(kMinChunkTiles, kScratchFloats / (positions * (shape.in_channels + shape.out_channels)));
@@ -285,26 +294,33 @@ void WinogradConv::ForEachTile(int64_t blocks, int64_t first_tile, int64_t tiles
   });
 }
 
+// Where 8-channel group `group` of image n starts in a blocked tensor of `channels` channels and
+// `pixels` pixels: its layout block, and the group's place inside it.
+int64_t WinogradConv::GroupOffset(int64_t n, int64_t group, int64_t channels, int64_t pixels) const {
+  const int64_t layout_blocks = (channels + shape_.layout_block - 1) / shape_.layout_block, channel = group * kBlock;
+  return ((n * layout_blocks + channel / shape_.layout_block) * pixels) * shape_.layout_block + channel % shape_.layout_block;
+}
+
 // V[p][tile][c] for the chunk's tiles.
 void WinogradConv::TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const {
-  const int64_t blocks = shape_.in_channels / kBlock, plane = shape_.in_h * shape_.in_w * kBlock;
-  const int64_t stride = tiles * shape_.in_channels;
+  const int64_t groups = shape_.in_channels / kBlock, stride = tiles * shape_.in_channels;
   const auto transform = tile_ == 2 ? &TransformInputTile2 : &TransformInputTile4;
-  ForEachTile(blocks, first_tile, tiles, [&](int64_t block, int64_t local, int64_t n, int64_t th, int64_t tw) {
-    transform(x + (n * blocks + block) * plane, shape_.in_h, shape_.in_w, tile_ * th - shape_.pad_top,
-              tile_ * tw - shape_.pad_left, v + local * shape_.in_channels + block * kBlock, stride);
+  ForEachTile(groups, first_tile, tiles, [&](int64_t group, int64_t local, int64_t n, int64_t th, int64_t tw) {
+    transform(x + GroupOffset(n, group, shape_.in_channels, shape_.in_h * shape_.in_w), shape_.in_h, shape_.in_w,
+              shape_.layout_block, tile_ * th - shape_.pad_top, tile_ * tw - shape_.pad_left,
+              v + local * shape_.in_channels + group * kBlock, stride);
   });
 }
 
 void WinogradConv::TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias,
                                    const float* residual, float* y) const {
-  const int64_t blocks = shape_.out_channels / kBlock, plane = shape_.out_h * shape_.out_w * kBlock;
-  const int64_t stride = tiles * shape_.out_channels;
+  const int64_t groups = shape_.out_channels / kBlock, stride = tiles * shape_.out_channels;
   const auto transform = tile_ == 2 ? &TransformOutputTile2 : &TransformOutputTile4;
-  ForEachTile(blocks, first_tile, tiles, [&](int64_t block, int64_t local, int64_t n, int64_t th, int64_t tw) {
-    const int64_t offset = (n * blocks + block) * plane;
-    transform(m + local * shape_.out_channels + block * kBlock, stride, bias + block * kBlock, post_ops_,
-              residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, tile_ * th, tile_ * tw);
+  ForEachTile(groups, first_tile, tiles, [&](int64_t group, int64_t local, int64_t n, int64_t th, int64_t tw) {
+    const int64_t offset = GroupOffset(n, group, shape_.out_channels, shape_.out_h * shape_.out_w);
+    transform(m + local * shape_.out_channels + group * kBlock, stride, bias + group * kBlock, post_ops_,
+              residual ? residual + offset : nullptr, y + offset, shape_.out_h, shape_.out_w, shape_.layout_block, tile_ * th,
+              tile_ * tw);
   });
 }
 

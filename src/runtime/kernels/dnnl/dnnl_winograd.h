@@ -10,8 +10,9 @@
 // it measured faster (on this machine: >= 128 channels; at 64 channels and 56x56 the transforms'
 // memory traffic eats the gain).
 //
-// Layouts: input, output and residual in oneDNN's nChw8c (aBcd8b), which layout propagation gives
-// a chain of convolutions; weights as ONNX has them, [K, C, 3, 3].
+// Layouts: input, output and residual in oneDNN's nChw8c or nChw16c (the block ChannelBlock timed),
+// which layout propagation gives a chain of convolutions; the transforms take 8 channels at a time
+// either way (half a block of 16). Weights as ONNX has them, [K, C, 3, 3].
 #pragma once
 
 #include <cstdint>
@@ -28,16 +29,18 @@ struct WinogradShape {
   int64_t batch = 0, in_channels = 0, out_channels = 0;
   int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int64_t pad_top = 0, pad_left = 0;
+  int64_t layout_block = 8;  // the blocked layout's channel block: 8 (nChw8c) or 16 (nChw16c)
 };
 
 class WinogradConv {
  public:
-  // Whether F(2x2, 3x3) can run this convolution: 3x3, stride 1, no dilation, one group, channels
-  // in multiples of 8, pads <= 2, only the post-ops it applies itself (a residual Add, Relu,
-  // LeakyRelu, Clip), and a CPU with AVX2 and FMA.
+  // Whether F(2x2, 3x3) can run this convolution: 3x3, stride 1, no dilation, one group, input
+  // channels in multiples of 8 and filters in multiples of `layout_block` (8 or 16), pads <= 2,
+  // only the post-ops it applies itself (a residual Add, Relu, LeakyRelu, Clip), and a CPU with
+  // AVX2 and FMA.
   static bool Applies(const Shape& x_shape, const Shape& w_shape, int64_t group, const std::vector<int64_t>& strides,
                       const std::vector<int64_t>& dilations, const std::vector<int64_t>& pads,
-                      const std::vector<PostOp>& post_ops);
+                      const std::vector<PostOp>& post_ops, int64_t layout_block);
 
   // The CPU has what the transforms use (AVX2 and FMA).
   static bool CpuSupported();
@@ -63,6 +66,7 @@ class WinogradConv {
   WinogradConv(const WinogradShape& shape, std::vector<PostOp> post_ops, int tile, int64_t chunk_tiles);
   template <typename Fn>
   void ForEachTile(int64_t blocks, int64_t first_tile, int64_t tiles, const Fn& fn) const;
+  int64_t GroupOffset(int64_t n, int64_t group, int64_t channels, int64_t pixels) const;
   void TransformInput(const float* x, int64_t first_tile, int64_t tiles, float* v) const;
   void TransformOutput(const float* m, int64_t first_tile, int64_t tiles, const float* bias, const float* residual,
                        float* y) const;
