@@ -85,10 +85,16 @@ HWY_NOINLINE void SwishEachCalled(D d, V* x) {
   SwishEach<K>(d, x);
 }
 
-// The activation of K vectors in place; a Swish side by side (SwishEach).
+// The activation of K vectors in place; a Swish four side by side (SwishEach): more chains at once
+// spill registers (eight took 1.2x the time of four in the AVX-512 depthwise kernel).
 template <size_t K, class D, class V>
 HWY_INLINE void ActivateEach(D d, const Activation& activation, V* v) {
-  if (activation.kind == Activation::Kind::kSwish) return SwishEachCalled<K>(d, v);
+  if (activation.kind == Activation::Kind::kSwish) {
+    constexpr size_t kSideBySide = 4;
+    for (size_t k = 0; k + kSideBySide <= K; k += kSideBySide) SwishEachCalled<kSideBySide>(d, v + k);
+    if constexpr (K % kSideBySide != 0) SwishEachCalled<K % kSideBySide>(d, v + K - K % kSideBySide);
+    return;
+  }
   for (size_t k = 0; k < K; ++k) v[k] = Activate(d, activation, v[k]);
 }
 
