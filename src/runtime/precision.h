@@ -15,6 +15,12 @@ namespace inferd::runtime {
 
 enum class Precision { kFp32, kBf16 };
 
+// Node attributes: a convolution's or product's precision ("fp32" or "bf16", string), and a bf16
+// convolution that writes its output in bf16 for the bf16 convolutions reading it (int 1,
+// passes/bf16_outputs.h).
+inline constexpr char kPrecisionAttribute[] = "_precision";
+inline constexpr char kBf16OutputAttribute[] = "_bf16_output";
+
 StatusOr<Precision> ParsePrecision(std::string_view text);
 std::string_view PrecisionName(Precision precision);
 

@@ -9,6 +9,7 @@
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/onnx/onnx_import.h"
+#include "runtime/passes/bf16_outputs.h"
 #include "runtime/threading.h"
 
 namespace inferd::runtime {
@@ -39,7 +40,7 @@ void MarkPrecision(Graph* graph, Precision precision) {
     Attribute attribute;
     attribute.kind = Attribute::Kind::kString;
     attribute.s = std::string(PrecisionName(precision));
-    node.attributes["_precision"] = attribute;
+    node.attributes[kPrecisionAttribute] = attribute;
   }
 }
 
@@ -65,6 +66,7 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
   } else {
     session->precision_ = options.precision;
     MarkPrecision(&session->graph_, session->precision_);
+    if (options.optimize) RETURN_IF_ERROR(KeepBf16BetweenConvolutions(&session->graph_).status());
   }
   for (const auto& [id, tensor] : session->graph_.initializers) session->packed_weights_->AddConstant(tensor.data);
   RETURN_IF_ERROR(session->BuildKernels(registry));

@@ -19,6 +19,7 @@
 #include "runtime/kernels/vector_math.h"
 #include "runtime/tuning.h"
 #include "runtime/kernels/window.h"
+#include "runtime/precision.h"
 
 namespace inferd::runtime {
 namespace {
@@ -39,13 +40,17 @@ const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 class DnnlConv final : public Kernel {
  public:
   // bf16: oneDNN's candidates read the input and the weights as bf16 (reordered from fp32, the
-  // weights once) and write fp32 (precision.h); ours stay fp32 and may still win the timing.
+  // weights once) and write fp32 (precision.h), or bf16 with `bf16_output` (the readers are bf16
+  // convolutions, passes/bf16_outputs.h); ours stay fp32 and may still win the timing where both
+  // tensors are fp32.
   // int8 (a fused QDQ Conv, int8_attributes.h): only oneDNN's int8 implementations; the input is
   // quantised by the reorder into the primitive's layout, the weights are the model's int8.
   DnnlConv(WindowAttributes window, int64_t group, std::vector<PostOp> post_ops, Layouts layouts,
-           std::unique_ptr<Kernel> fallback, int residual_input, bool bf16, std::optional<Int8Params> int8)
+           std::unique_ptr<Kernel> fallback, int residual_input, bool bf16, bool bf16_output,
+           std::optional<Int8Params> int8)
       : window_(std::move(window)), group_(group), post_ops_(std::move(post_ops)), layouts_(std::move(layouts)),
-        fallback_(std::move(fallback)), residual_input_(residual_input), bf16_(bf16 && !int8), int8_(std::move(int8)) {}
+        fallback_(std::move(fallback)), residual_input_(residual_input), bf16_(bf16 && !int8),
+        bf16_output_(bf16_ && bf16_output), int8_(std::move(int8)) {}
 
   std::string Implementation() const override { return last_.empty() ? "reference" : last_; }
   void ForgetShapeSet(ShapeSetId shape_set) override { plans_.Forget(shape_set); }
@@ -188,15 +193,17 @@ class DnnlConv final : public Kernel {
 
   // An int8 Conv reads fp32 (and quantises it) or what its producer already quantised for it.
   bool InputTypeFits(DataType type) const {
-    if (type == DataType::kFp32) return true;
+    if (type == DataType::kFp32 || (bf16_ && type == DataType::kBf16)) return true;
     return int8_ && type == (int8_->x_signed ? DataType::kInt8 : DataType::kUint8);
   }
   DataType OutputType() const {
+    if (bf16_output_) return DataType::kBf16;
     if (!int8_ || !int8_->y_scale) return DataType::kFp32;
     return int8_->y_signed ? DataType::kInt8 : DataType::kUint8;
   }
 
-  // `dst` holds fp32 except for an int8 Conv that writes its output quantised (oneDNN alone then).
+  // `dst` holds fp32 except for an int8 Conv that writes its output quantised, or a bf16 one that
+  // writes bf16 (oneDNN alone then).
   Status Execute(Plan* plan, Candidate* c, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                  void* dst_memory, bool shared_weights = true) {
     float* dst = static_cast<float*>(dst_memory);
@@ -406,6 +413,8 @@ class DnnlConv final : public Kernel {
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
     if (bf16_) plan->tuning_key += " bf16";
+    if (x_type == DataType::kBf16) plan->tuning_key += " x=bf16";
+    if (bf16_output_) plan->tuning_key += " y=bf16";
     if (int8_) {
       plan->tuning_key += int8_->x_signed ? " int8=s8" : " int8=u8";
       if (x_type != DataType::kFp32) plan->tuning_key += " x=quantised";
@@ -414,13 +423,15 @@ class DnnlConv final : public Kernel {
       if (int8_->y_zero_point != 0) plan->tuning_key += " y_zero=" + std::to_string(int8_->y_zero_point);
       if (plan->swish_quantize_after) plan->tuning_key += " swish_quantize";
     }
-    // Our own kernels read and write the blocked layout only, and an Add's residual in the output's.
+    // Our own kernels read and write the blocked layout only, and an Add's residual in the output's;
+    // fp32 or int8, not bf16.
     const bool residual_matches_output = residual_blocked && residual->shape == plan->out_shape;
+    const bool bf16_tensors = x_type == DataType::kBf16 || bf16_output_;
     const bool winograd_applies =
-        !int8_ && layouts_.channel_blocked_input(0) && layouts_.channel_blocked_output(0) && (residual == nullptr || residual_matches_output) &&
+        !int8_ && !bf16_tensors && layouts_.channel_blocked_input(0) && layouts_.channel_blocked_output(0) && (residual == nullptr || residual_matches_output) &&
         WinogradConv::Applies(x_shape, w_shape, group_, w.strides, w.dilations, w.pads, post_ops_, ChannelBlock());
     // (Our kernels take every post-op: they apply a trailing Swish themselves, in registers.)
-    const std::optional<SimdConv> simd_conv = SimdConv::For(
+    const std::optional<SimdConv> simd_conv = bf16_tensors ? std::nullopt : SimdConv::For(
         {.x_shape = x_shape, .w_shape = w_shape, .out_shape = plan->out_shape, .group = group_, .window = &w,
          .blocked_input = layouts_.channel_blocked_input(0), .blocked_output = layouts_.channel_blocked_output(0),
          .post_ops = &post_ops_, .residual_matches_output = residual_matches_output,
@@ -575,6 +586,7 @@ class DnnlConv final : public Kernel {
   std::unique_ptr<Kernel> fallback_;
   const int residual_input_;  // the node input a fused Add reads; -1: none
   const bool bf16_;
+  const bool bf16_output_;  // writes bf16 for bf16 readers
   const std::optional<Int8Params> int8_;
   ShapePlans<std::tuple<Shape, Shape, Shape>, Plan> plans_;
   struct TransformedWeights {
@@ -737,12 +749,13 @@ void RegisterDnnlConvKernels(KernelRegistry* r) {
     ASSIGN_OR_RETURN(int64_t group, node.Int("group", 1));
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(node));
     ASSIGN_OR_RETURN(Layouts layouts, ReadLayouts(node));
-    ASSIGN_OR_RETURN(std::string precision, node.String("_precision", "fp32"));
+    ASSIGN_OR_RETURN(std::string precision, node.String(kPrecisionAttribute, "fp32"));
+    ASSIGN_OR_RETURN(int64_t bf16_output, node.Int(kBf16OutputAttribute, 0));
     ASSIGN_OR_RETURN(std::optional<Int8Params> int8, ReadInt8Params(node));
     const int residual_input = HasAdd(post_ops) ? static_cast<int>(node.inputs.size()) - 1 : -1;
     return std::unique_ptr<Kernel>(std::make_unique<DnnlConv>(std::move(window), group, std::move(post_ops),
                                                               std::move(layouts), std::move(fallback), residual_input,
-                                                              precision == "bf16", std::move(int8)));
+                                                              precision == "bf16", bf16_output == 1, std::move(int8)));
   });
   KernelFactory transpose_reference = FactoryBefore(*r, "ConvTranspose");
   r->Register("ConvTranspose", 1, [transpose_reference](const Node& node, int opset) -> StatusOr<std::unique_ptr<Kernel>> {

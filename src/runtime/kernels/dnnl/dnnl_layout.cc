@@ -83,6 +83,7 @@ dnnl::memory::data_type DnnlType(DataType type) {
     case DataType::kFp32: return dnnl::memory::data_type::f32;
     case DataType::kUint8: return dnnl::memory::data_type::u8;
     case DataType::kInt8: return dnnl::memory::data_type::s8;
+    case DataType::kBf16: return dnnl::memory::data_type::bf16;
     default: return dnnl::memory::data_type::undef;
   }
 }
@@ -91,6 +92,7 @@ DataType DataTypeOf(dnnl::memory::data_type type) {
   switch (type) {
     case dnnl::memory::data_type::u8: return DataType::kUint8;
     case dnnl::memory::data_type::s8: return DataType::kInt8;
+    case dnnl::memory::data_type::bf16: return DataType::kBf16;
     default: return DataType::kFp32;
   }
 }

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
+#include "runtime/precision.h"
 #include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/dnnl/dnnl_post_ops.h"
 #include "runtime/kernels/int8_attributes.h"
@@ -73,7 +74,7 @@ StatusOr<std::optional<LowPrecision>> ReadLowPrecision(const Node& node) {
     return std::optional(LowPrecision{int8->x_signed ? dt::s8 : dt::u8, dt::s8, 1.f / int8->x_scale, int8->x_zero_point,
                                       int8->OutputScales()});
   }
-  ASSIGN_OR_RETURN(std::string precision, node.String("_precision", "fp32"));
+  ASSIGN_OR_RETURN(std::string precision, node.String(kPrecisionAttribute, "fp32"));
   if (precision == "bf16") return std::optional(LowPrecision{dt::bf16, dt::bf16, 1.f, {}});
   return std::optional<LowPrecision>();
 }
