@@ -9,9 +9,14 @@
 namespace inferd::runtime {
 namespace {
 
-bool IsBf16Convolution(const Node& node) {
+// A dense (one group) bf16 convolution. Depthwise layers are left out on both sides: memory-bound,
+// they gain nothing from bf16 arithmetic, and reading or writing bf16 takes our fp32 kernels out of
+// their tuning; with them in, mobilenet_v3_large's bf16 run took 1.3x the time (docs/BENCHMARKS.md).
+bool IsDenseBf16Convolution(const Node& node) {
   auto precision = node.String(kPrecisionAttribute, "fp32");
-  return node.domain.empty() && node.op_type == "Conv" && precision.ok() && *precision == "bf16";
+  auto group = node.Int("group", 1);
+  return node.domain.empty() && node.op_type == "Conv" && precision.ok() && *precision == "bf16" && group.ok() &&
+         *group == 1;
 }
 
 }  // namespace
@@ -20,7 +25,7 @@ StatusOr<int> KeepBf16BetweenConvolutions(Graph* graph) {
   const auto consumers = ConsumersOf(*graph);
   int marked = 0;
   for (Node& producer : graph->nodes) {
-    if (!IsBf16Convolution(producer) || producer.outputs.size() != 1) continue;
+    if (!IsDenseBf16Convolution(producer) || producer.outputs.size() != 1) continue;
     ASSIGN_OR_RETURN(std::vector<PostOp> post_ops, ReadPostOps(producer));
     const bool swish = std::any_of(post_ops.begin(), post_ops.end(),
                                    [](const PostOp& op) { return op.kind == PostOp::Kind::kSwish; });
@@ -28,7 +33,7 @@ StatusOr<int> KeepBf16BetweenConvolutions(Graph* graph) {
     if (HasAdd(post_ops) || swish || IsGraphOutput(*graph, y) || consumers[y].empty()) continue;
     const bool only_bf16_data_readers = std::all_of(consumers[y].begin(), consumers[y].end(), [&](size_t c) {
       const Node& reader = graph->nodes[c];
-      return IsBf16Convolution(reader) && reader.inputs[0] == y && std::count(reader.inputs.begin(), reader.inputs.end(), y) == 1;
+      return IsDenseBf16Convolution(reader) && reader.inputs[0] == y && std::count(reader.inputs.begin(), reader.inputs.end(), y) == 1;
     });
     if (!only_bf16_data_readers) continue;
     producer.attributes[kBf16OutputAttribute] = Attribute{.kind = Attribute::Kind::kInt, .i = 1};
