@@ -1,5 +1,6 @@
 // Our SIMD convolution kernels alone (runtime/kernels/simd: the 1x1 and the depthwise), on the
-// shapes of resnet50's, mobilenet_v3_large's and efficientnet_b0's layers at batch 8, in nChw16c,
+// shapes of resnet50's, mobilenet_v3_large's and efficientnet_b0's layers (the 1x1 at batch 1 and
+// 8, the depthwise at 8), in nChw16c,
 // one and two intra-op threads. Prints GFLOP/s per shape: where a kernel stands against the
 // core's peak without the model around it (docs/BENCHMARKS.md, issue 19).
 //   build/bench/simd_kernels_bench [--benchmark_filter=Depthwise]
@@ -39,9 +40,9 @@ bool UseThreads(benchmark::State& state, int64_t threads) {
   return true;
 }
 
-// Arguments: input channels, output channels, height (= width), threads, residual (0/1).
+// Arguments: input channels, output channels, height (= width), threads, residual (0/1), batch.
 void BM_Pointwise(benchmark::State& state) {
-  const PointwiseShape shape{.batch = 8, .in_channels = state.range(0), .out_channels = state.range(1),
+  const PointwiseShape shape{.batch = state.range(5), .in_channels = state.range(0), .out_channels = state.range(1),
                              .block = 16, .pixels = state.range(2) * state.range(2)};
   if (!inferd::runtime::SetIntraOpThreads(static_cast<int>(state.range(3))) || kOneDnnVersion == nullptr) {
     state.SkipWithError("no OpenMP runtime loaded");
@@ -75,11 +76,13 @@ void ResnetAndMobilenetShapes(benchmark::internal::Benchmark* b) {
       {16, 64, 112, 0}, {24, 72, 56, 0}, {40, 120, 28, 0}, {80, 480, 14, 0}, {480, 112, 14, 0},
       {160, 960, 7, 0}, {960, 160, 7, 1}};
   for (const auto& s : shapes) {
-    for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], threads, s[3]});
+    for (int64_t batch : {1, 8}) {
+      for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], threads, s[3], batch});
+    }
   }
 }
 
-BENCHMARK(BM_Pointwise)->Apply(ResnetAndMobilenetShapes)->ArgNames({"in", "out", "hw", "threads", "residual"})
+BENCHMARK(BM_Pointwise)->Apply(ResnetAndMobilenetShapes)->ArgNames({"in", "out", "hw", "threads", "residual", "batch"})
     ->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Arguments: channels, input height (= width), kernel size, stride, threads; Swish after it (as in
