@@ -40,6 +40,23 @@ void ExpectWithinBf16Rounding(const Tensor& actual, const Tensor& expected, doub
   EXPECT_GT(largest, 1e-5);
 }
 
+// A bf16 session of `graph`, with the reference kernels' fp32 outputs for x and the session's.
+struct Bf16Run {
+  std::unique_ptr<Session> session;
+  std::vector<Tensor> expected, actual;
+};
+
+void RunInBf16(const Graph& graph, const Tensor& x, TuneMode tune, Bf16Run* run) {
+  auto session = Session::FromGraph(graph, {.tune = tune, .precision = Precision::kBf16});
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
+  ASSERT_TRUE(reference.ok());
+  const std::vector<Tensor> inputs{x};
+  ASSERT_TRUE((*reference)->Run(inputs, &run->expected).ok());
+  ASSERT_TRUE((*session)->Run(inputs, &run->actual).ok());
+  run->session = std::move(*session);
+}
+
 // x -> Conv 3x3 (16 -> 32) + bias + Relu -> Conv 1x1 (32 -> 16) + x (residual) -> Conv 3x3 stride 2.
 Graph Convolutions() {
   GraphBuilder b;
@@ -61,34 +78,30 @@ TEST(PrecisionTest, Bf16ConvolutionsStayWithinBf16RoundingOfFp32) {
   const Graph graph = Convolutions();
   const Tensor x = Random({2, 16, 10, 10}, 40);
   // Tuning off: oneDNN's first implementation for every layer (our own kernels are fp32).
-  auto session = Session::FromGraph(graph, {.tune = TuneMode::kOff, .precision = Precision::kBf16});
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
-  ASSERT_TRUE(reference.ok());
-  std::vector<Tensor> inputs{x}, expected, actual;
-  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
-  ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
-  ASSERT_EQ(actual[0].shape, expected[0].shape);
+  Bf16Run run;
+  RunInBf16(graph, x, TuneMode::kOff, &run);
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(run.actual[0].shape, run.expected[0].shape);
   if (const auto unavailable = PrecisionUnavailable(Precision::kBf16)) {
-    EXPECT_EQ((*session)->precision(), Precision::kFp32);
-    EXPECT_NE((*session)->precision_fallback().find("no native bf16"), std::string::npos);
-    for (int64_t i = 0; i < ElementsOf(expected[0]); ++i) {
-      ASSERT_NEAR(ValuesOf<float>(actual[0])[i], ValuesOf<float>(expected[0])[i], 1e-3) << i;
+    EXPECT_EQ(run.session->precision(), Precision::kFp32);
+    EXPECT_NE(run.session->precision_fallback().find("no native bf16"), std::string::npos);
+    for (int64_t i = 0; i < ElementsOf(run.expected[0]); ++i) {
+      ASSERT_NEAR(ValuesOf<float>(run.actual[0])[i], ValuesOf<float>(run.expected[0])[i], 1e-3) << i;
     }
     GTEST_SKIP() << *unavailable;
   }
-  EXPECT_EQ((*session)->precision(), Precision::kBf16);
-  EXPECT_TRUE((*session)->precision_fallback().empty());
+  EXPECT_EQ(run.session->precision(), Precision::kBf16);
+  EXPECT_TRUE(run.session->precision_fallback().empty());
   int convolutions = 0;
-  for (size_t n = 0; n < (*session)->graph().nodes.size(); ++n) {
-    if ((*session)->graph().nodes[n].op_type != "Conv") continue;
+  for (size_t n = 0; n < run.session->graph().nodes.size(); ++n) {
+    if (run.session->graph().nodes[n].op_type != "Conv") continue;
     ++convolutions;
-    const std::string implementation = (*session)->kernel(n).Implementation();
+    const std::string implementation = run.session->kernel(n).Implementation();
     EXPECT_TRUE(implementation.find("bf16") != std::string::npos || implementation.find("amx") != std::string::npos)
         << implementation;
   }
   EXPECT_EQ(convolutions, 3);
-  ExpectWithinBf16Rounding(actual[0], expected[0]);
+  ExpectWithinBf16Rounding(run.actual[0], run.expected[0]);
 }
 
 // x -> A: Conv 3x3 + Relu -> a -> B: Conv 1x1 -> b -> C: Conv 3x3 + a (residual) + Relu -> r ->
@@ -123,20 +136,16 @@ TEST(PrecisionTest, Bf16ConvolutionsWriteBf16OnlyForBf16ConvolutionsReadingIt) {
   const Graph graph = ConvolutionChain();
   const Tensor x = Random({2, 16, 12, 12}, 60);
   // Tuning on: the layers that read or write bf16 must not be offered our fp32 kernels.
-  auto session = Session::FromGraph(graph, {.tune = TuneMode::kFast, .precision = Precision::kBf16});
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
-  ASSERT_TRUE(reference.ok());
-  std::vector<Tensor> inputs{x}, expected, actual;
-  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
-  ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+  Bf16Run run;
+  RunInBf16(graph, x, TuneMode::kFast, &run);
+  if (HasFatalFailure()) return;
   if (const auto unavailable = PrecisionUnavailable(Precision::kBf16)) GTEST_SKIP() << *unavailable;
-  const Graph& optimized = (*session)->graph();
+  const Graph& optimized = run.session->graph();
   std::vector<std::string> bf16_outputs;
   for (size_t n = 0; n < optimized.nodes.size(); ++n) {
     const Node& node = optimized.nodes[n];
     if (node.op_type != "Conv") continue;
-    const std::string implementation = (*session)->kernel(n).Implementation();
+    const std::string implementation = run.session->kernel(n).Implementation();
     const std::string output = optimized.values[static_cast<size_t>(node.outputs[0])].name;
     if (node.Has(kBf16OutputAttribute)) {
       bf16_outputs.push_back(output);
@@ -150,10 +159,10 @@ TEST(PrecisionTest, Bf16ConvolutionsWriteBf16OnlyForBf16ConvolutionsReadingIt) {
     }
   }
   EXPECT_EQ(bf16_outputs, std::vector<std::string>{"b"});
-  ASSERT_EQ(actual.size(), 2u);
+  ASSERT_EQ(run.actual.size(), 2u);
   // Five layers, each on bf16-rounded inputs (up to 288 terms): twice a three-layer chain's bound.
-  ExpectWithinBf16Rounding(actual[0], expected[0], 1e-1);
-  ExpectWithinBf16Rounding(actual[1], expected[1], 1e-1);
+  ExpectWithinBf16Rounding(run.actual[0], run.expected[0], 1e-1);
+  ExpectWithinBf16Rounding(run.actual[1], run.expected[1], 1e-1);
 }
 
 // A Linear layer (Gemm + bias, Relu) then a MatMul with constant weights: both packed in bf16.
@@ -164,24 +173,20 @@ TEST(PrecisionTest, Bf16MatrixProductsStayWithinBf16RoundingOfFp32) {
   b.Op("Gemm", {"x", "w1", "c1"}, {"g"}).Op("Relu", {"g"}, {"r"}).Op("MatMul", {"r", "w2"}, {"y"}).Output("y");
   const Graph graph = b.graph();
   const Tensor x = Random({6, 64}, 50);
-  auto session = Session::FromGraph(graph, {.tune = TuneMode::kOff, .precision = Precision::kBf16});
-  ASSERT_TRUE(session.ok()) << session.status().ToString();
-  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference(), .optimize = false});
-  ASSERT_TRUE(reference.ok());
-  std::vector<Tensor> inputs{x}, expected, actual;
-  ASSERT_TRUE((*reference)->Run(inputs, &expected).ok());
-  ASSERT_TRUE((*session)->Run(inputs, &actual).ok());
+  Bf16Run run;
+  RunInBf16(graph, x, TuneMode::kOff, &run);
+  if (HasFatalFailure()) return;
   if (const auto unavailable = PrecisionUnavailable(Precision::kBf16)) GTEST_SKIP() << *unavailable;
   int products = 0;
-  for (size_t n = 0; n < (*session)->graph().nodes.size(); ++n) {
-    const std::string& op = (*session)->graph().nodes[n].op_type;
+  for (size_t n = 0; n < run.session->graph().nodes.size(); ++n) {
+    const std::string& op = run.session->graph().nodes[n].op_type;
     if (op != "Gemm" && op != "MatMul") continue;
     ++products;
-    EXPECT_NE((*session)->kernel(n).Implementation().find("(bf16)"), std::string::npos)
-        << (*session)->kernel(n).Implementation();
+    EXPECT_NE(run.session->kernel(n).Implementation().find("(bf16)"), std::string::npos)
+        << run.session->kernel(n).Implementation();
   }
   EXPECT_EQ(products, 2);
-  ExpectWithinBf16Rounding(actual[0], expected[0]);
+  ExpectWithinBf16Rounding(run.actual[0], run.expected[0]);
 }
 
 }  // namespace
