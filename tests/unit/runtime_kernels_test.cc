@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 
+#include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/vector_math.h"
 #include "runtime/session.h"
@@ -76,6 +79,16 @@ struct ConvCase {
 };
 
 class ConvTest : public testing::TestWithParam<ConvCase> {};
+
+// The blocked layout's channel block: timed, 8 or 16, or what INFERD_CHANNEL_BLOCK says (ctest runs
+// the layout-heavy suites once more with each).
+TEST(ChannelBlockTest, IsEightOrSixteenAndFollowsTheOverride) {
+  const int64_t block = dnnl_kernels::ChannelBlock();
+  EXPECT_TRUE(block == 8 || block == 16) << block;
+  if (const char* forced = std::getenv("INFERD_CHANNEL_BLOCK")) {
+    EXPECT_EQ(std::to_string(block), forced);
+  }
+}
 
 TEST_P(ConvTest, OneDnnMatchesReference) {
   const ConvCase& c = GetParam();
