@@ -249,6 +249,34 @@ TEST(DataMovementTest, TransposeAndSliceRunOnOneDnnReorders) {
   }
 }
 
+// One Slice node run with starts that move (a graph input): the view's shape and strides stay, so
+// the kernel reuses its reorder, and each run must read from its own offset (Q, K and V of a
+// fused projection are such views).
+TEST(DataMovementTest, ASliceReusesItsReorderAtEveryOffset) {
+  const Graph graph = OneNode("Slice", 5, {});
+  auto fast = Session::FromGraph(graph);
+  auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference()});
+  ASSERT_TRUE(fast.ok() && reference.ok());
+  auto ints = [](std::vector<int64_t> v) {
+    Tensor t;
+    int64_t* data = AllocateOutputAs<int64_t>(&t, DataType::kInt64, {static_cast<int64_t>(v.size())}).value();
+    std::copy(v.begin(), v.end(), data);
+    return t;
+  };
+  const Tensor x = Random({2, 4, 24}, 18);
+  for (int64_t start : {0, 8, 16, 8}) {
+    const std::vector<Tensor> inputs{x, ints({start}), ints({start + 8}), ints({2}), ints({1})};
+    std::vector<Tensor> got, want;
+    ASSERT_TRUE((*fast)->Run(inputs, &got).ok());
+    ASSERT_TRUE((*reference)->Run(inputs, &want).ok());
+    EXPECT_EQ((*fast)->kernel(0).Implementation().rfind("onednn:", 0), 0u);
+    ASSERT_EQ(got[0].shape, want[0].shape);
+    for (int64_t i = 0; i < ElementsOf(want[0]); ++i) {
+      ASSERT_EQ(ValuesOf<float>(got[0])[i], ValuesOf<float>(want[0])[i]) << "start " << start << " element " << i;
+    }
+  }
+}
+
 TEST(LayerNormTest, OneDnnMatchesReference) {
   struct Case {
     Shape x;

@@ -8,6 +8,8 @@
 // other types, reversed slices and empty results take the reference kernel.
 #include <functional>
 #include <map>
+#include <tuple>
+#include <vector>
 
 #include "runtime/kernels/dnnl/dnnl_context.h"
 #include "runtime/kernels/dnnl/dnnl_layout.h"
@@ -49,28 +51,34 @@ class DnnlStridedCopy final : public Kernel {
       if (view->shape[d] <= 0 || view->strides[d] < 0) return fallback_->Run(in, out);
     }
     return Guarded("reorder", [&]() -> Status {
-      dnnl::memory::dims strides(view->strides.begin(), view->strides.end());
+      std::vector<int64_t> strides = view->strides;
       // Strides of size-1 dims do not matter to the copy; oneDNN wants them non-zero.
       for (size_t d = 0; d < strides.size(); ++d) {
         if (view->shape[d] == 1) strides[d] = 1;
       }
-      const dnnl::memory::desc from(ToDims(view->shape), *type, strides);
+      const dnnl::memory::desc from(ToDims(view->shape), *type, dnnl::memory::dims(strides.begin(), strides.end()));
       const dnnl::memory::desc to(ToDims(view->shape), *type, ContiguousStrides(view->shape));
+      // The reorder is made once per view (oneDNN's own primitive cache is off, dnnl_context.h):
+      // made on every run, its JIT compilation took longer than the copy (bert_encoder's QKV
+      // Slices and head Transposes, 0.4-0.5 ms each for 3 MB).
+      const auto& [reorder, implementation] = FindOrCreate(reorders_, std::tuple{in[0]->dtype, view->shape, strides}, [&] {
+        return dnnl::reorder::primitive_desc(Engine(), from, Engine(), to, OwnScratchpad());
+      });
       ASSIGN_OR_RETURN(uint8_t * dst, AllocateOutput(&out[0], in[0]->dtype, view->shape));
       const uint8_t* src = in[0]->data.get() + view->offset * static_cast<int64_t>(DataTypeSize(in[0]->dtype));
-      dnnl::memory src_memory = Wrap(from, src);
-      dnnl::memory dst_memory(to, Engine(), dst);
-      dnnl::reorder::primitive_desc pd(Engine(), from, Engine(), to, OwnScratchpad());
-      RunPrimitive(dnnl::reorder(pd), {{DNNL_ARG_FROM, src_memory}, {DNNL_ARG_TO, dst_memory}});
+      RunPrimitive(reorder, {{DNNL_ARG_FROM, Wrap(from, src)}, {DNNL_ARG_TO, dnnl::memory(to, Engine(), dst)}});
       ThreadStream().wait();
-      last_ = pd.impl_info_str();
+      last_ = implementation;
       return Status::Ok();
     });
   }
 
+  void ForgetShapeSet(ShapeSetId shape_set) override { reorders_.Forget(shape_set); }
+
  private:
   ViewOf view_of_;
   std::unique_ptr<Kernel> fallback_;
+  PrimitiveMap<dnnl::reorder, std::tuple<DataType, Shape, std::vector<int64_t>>> reorders_;  // by view
   std::string last_;
 };
 
