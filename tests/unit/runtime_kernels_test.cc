@@ -222,6 +222,14 @@ TEST(BinaryTest, OneDnnMatchesReferenceAndBroadcasts) {
   }
 }
 
+// A 1-D INT64 tensor (Slice's starts, ends, axes and steps).
+Tensor Int64Tensor(const std::vector<int64_t>& values) {
+  Tensor t;
+  int64_t* data = AllocateOutputAs<int64_t>(&t, DataType::kInt64, {static_cast<int64_t>(values.size())}).value();
+  std::copy(values.begin(), values.end(), data);
+  return t;
+}
+
 TEST(DataMovementTest, TransposeAndSliceRunOnOneDnnReorders) {
   for (auto [shape, perm] : std::vector<std::pair<Shape, std::vector<int64_t>>>{
            {{2, 3, 4}, {2, 0, 1}}, {{1, 5, 12, 7}, {0, 2, 1, 3}}, {{3, 4}, {}}, {{2, 1, 3}, {1, 0, 2}}}) {
@@ -229,12 +237,6 @@ TEST(DataMovementTest, TransposeAndSliceRunOnOneDnnReorders) {
     Comparison result = ExpectSameAsReference(OneNode("Transpose", 1, {{"perm", Ints(perm)}}), inputs);
     EXPECT_EQ(result.implementation.rfind("onednn:", 0), 0u) << ShapeToString(shape);
   }
-  auto ints = [](std::vector<int64_t> v) {
-    Tensor t;
-    int64_t* data = AllocateOutputAs<int64_t>(&t, DataType::kInt64, {static_cast<int64_t>(v.size())}).value();
-    std::copy(v.begin(), v.end(), data);
-    return t;
-  };
   struct SliceCase {
     std::vector<int64_t> starts, ends, axes, steps;
     bool expect_onednn;
@@ -243,7 +245,8 @@ TEST(DataMovementTest, TransposeAndSliceRunOnOneDnnReorders) {
                                                    {{-3}, {100}, {3}, {2}, true},
                                                    {{5}, {0}, {2}, {-2}, false},  // reversed: reference
                                                    {{4}, {4}, {1}, {1}, false}}) {  // empty: reference
-    std::vector<Tensor> inputs{Random({2, 6, 24, 9}, 17), ints(c.starts), ints(c.ends), ints(c.axes), ints(c.steps)};
+    std::vector<Tensor> inputs{Random({2, 6, 24, 9}, 17), Int64Tensor(c.starts), Int64Tensor(c.ends),
+                               Int64Tensor(c.axes), Int64Tensor(c.steps)};
     Comparison result = ExpectSameAsReference(OneNode("Slice", 5, {}), inputs);
     EXPECT_EQ(result.implementation.rfind("onednn:", 0) == 0, c.expect_onednn) << result.implementation;
   }
@@ -257,15 +260,10 @@ TEST(DataMovementTest, ASliceReusesItsReorderAtEveryOffset) {
   auto fast = Session::FromGraph(graph);
   auto reference = Session::FromGraph(graph, {.registry = &KernelRegistry::Reference()});
   ASSERT_TRUE(fast.ok() && reference.ok());
-  auto ints = [](std::vector<int64_t> v) {
-    Tensor t;
-    int64_t* data = AllocateOutputAs<int64_t>(&t, DataType::kInt64, {static_cast<int64_t>(v.size())}).value();
-    std::copy(v.begin(), v.end(), data);
-    return t;
-  };
   const Tensor x = Random({2, 4, 24}, 18);
   for (int64_t start : {0, 8, 16, 8}) {
-    const std::vector<Tensor> inputs{x, ints({start}), ints({start + 8}), ints({2}), ints({1})};
+    const std::vector<Tensor> inputs{x, Int64Tensor({start}), Int64Tensor({start + 8}), Int64Tensor({2}),
+                                     Int64Tensor({1})};
     std::vector<Tensor> got, want;
     ASSERT_TRUE((*fast)->Run(inputs, &got).ok());
     ASSERT_TRUE((*reference)->Run(inputs, &want).ok());
