@@ -6,7 +6,6 @@
 //   build/bench/simd_kernels_bench [--benchmark_filter=Depthwise]
 #include <benchmark/benchmark.h>
 #include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl.h>
 
 #include <cstdint>
 #include <random>
@@ -42,8 +41,11 @@ bool UseThreads(benchmark::State& state, int64_t threads) {
 
 // Arguments: input channels, output channels, height (= width), threads, residual (0/1), batch.
 void BM_Pointwise(benchmark::State& state) {
-  const PointwiseShape shape{.batch = state.range(5), .in_channels = state.range(0), .out_channels = state.range(1),
-                             .block = 16, .pixels = state.range(2) * state.range(2)};
+  const PointwiseShape shape{.batch = state.range(5),
+                             .in_channels = state.range(0),
+                             .out_channels = state.range(1),
+                             .block = 16,
+                             .pixels = state.range(2) * state.range(2)};
   if (!inferd::runtime::SetIntraOpThreads(static_cast<int>(state.range(3))) || kOneDnnVersion == nullptr) {
     state.SkipWithError("no OpenMP runtime loaded");
     return;
@@ -56,7 +58,7 @@ void BM_Pointwise(benchmark::State& state) {
   std::vector<float> residual = RandomValues(shape.batch * padded(shape.out_channels) * shape.pixels, 3);
   std::vector<float> y(residual.size());
   inferd::runtime::simd::PointwiseEpilogue epilogue{.bias = bias.data(),
-                                                   .residual = state.range(4) ? residual.data() : nullptr};
+                                                    .residual = state.range(4) ? residual.data() : nullptr};
   epilogue.activation.kind = inferd::runtime::simd::Activation::Kind::kRelu;
   for (auto _ : state) {
     inferd::runtime::simd::PointwiseConv(shape, x.data(), packed.data(), epilogue, y.data());
@@ -67,14 +69,27 @@ void BM_Pointwise(benchmark::State& state) {
 }
 
 void ResnetAndMobilenetShapes(benchmark::internal::Benchmark* b) {
-  const int64_t shapes[][4] = {
-      // resnet50: {in, out, size, residual}
-      {64, 64, 56, 0}, {64, 256, 56, 1}, {256, 64, 56, 0}, {256, 128, 56, 0}, {128, 512, 28, 1},
-      {512, 128, 28, 0}, {512, 256, 28, 0}, {256, 1024, 14, 1}, {1024, 256, 14, 0}, {1024, 512, 14, 0},
-      {512, 2048, 7, 1}, {2048, 512, 7, 0},
-      // mobilenet_v3_large's expansions and projections
-      {16, 64, 112, 0}, {24, 72, 56, 0}, {40, 120, 28, 0}, {80, 480, 14, 0}, {480, 112, 14, 0},
-      {160, 960, 7, 0}, {960, 160, 7, 1}};
+  const int64_t shapes[][4] = {// resnet50: {in, out, size, residual}
+                               {64, 64, 56, 0},
+                               {64, 256, 56, 1},
+                               {256, 64, 56, 0},
+                               {256, 128, 56, 0},
+                               {128, 512, 28, 1},
+                               {512, 128, 28, 0},
+                               {512, 256, 28, 0},
+                               {256, 1024, 14, 1},
+                               {1024, 256, 14, 0},
+                               {1024, 512, 14, 0},
+                               {512, 2048, 7, 1},
+                               {2048, 512, 7, 0},
+                               // mobilenet_v3_large's expansions and projections
+                               {16, 64, 112, 0},
+                               {24, 72, 56, 0},
+                               {40, 120, 28, 0},
+                               {80, 480, 14, 0},
+                               {480, 112, 14, 0},
+                               {160, 960, 7, 0},
+                               {960, 160, 7, 1}};
   for (const auto& s : shapes) {
     for (int64_t batch : {1, 8}) {
       for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], threads, s[3], batch});
@@ -82,17 +97,30 @@ void ResnetAndMobilenetShapes(benchmark::internal::Benchmark* b) {
   }
 }
 
-BENCHMARK(BM_Pointwise)->Apply(ResnetAndMobilenetShapes)->ArgNames({"in", "out", "hw", "threads", "residual", "batch"})
-    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Pointwise)
+    ->Apply(ResnetAndMobilenetShapes)
+    ->ArgNames({"in", "out", "hw", "threads", "residual", "batch"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // Arguments: channels, input height (= width), kernel size, stride, threads; Swish after it (as in
 // efficientnet_b0) where the last is 1.
 void BM_Depthwise(benchmark::State& state) {
   const int64_t size = state.range(1), kernel = state.range(2), stride = state.range(3);
   const int64_t pad = kernel / 2, out = (size + 2 * pad - kernel) / stride + 1;
-  const inferd::runtime::simd::DepthwiseShape shape{
-      .batch = 8, .channels = state.range(0), .block = 16, .in_h = size, .in_w = size, .out_h = out, .out_w = out,
-      .kernel_h = kernel, .kernel_w = kernel, .stride_h = stride, .stride_w = stride, .pad_top = pad, .pad_left = pad};
+  const inferd::runtime::simd::DepthwiseShape shape{.batch = 8,
+                                                    .channels = state.range(0),
+                                                    .block = 16,
+                                                    .in_h = size,
+                                                    .in_w = size,
+                                                    .out_h = out,
+                                                    .out_w = out,
+                                                    .kernel_h = kernel,
+                                                    .kernel_w = kernel,
+                                                    .stride_h = stride,
+                                                    .stride_w = stride,
+                                                    .pad_top = pad,
+                                                    .pad_left = pad};
   if (!UseThreads(state, state.range(4))) return;
   const auto padded = static_cast<size_t>((shape.channels + 15) / 16 * 16);
   const std::vector<float> x = RandomValues(shape.batch * padded * size * size, 1);
@@ -112,21 +140,38 @@ void BM_Depthwise(benchmark::State& state) {
 }
 
 void DepthwiseShapes(benchmark::internal::Benchmark* b) {
-  const int64_t shapes[][5] = {
-      // efficientnet_b0 {channels, size, kernel, stride, swish}
-      {32, 112, 3, 1, 1}, {96, 112, 3, 2, 1}, {144, 56, 3, 1, 1}, {144, 56, 5, 2, 1}, {240, 28, 5, 1, 1},
-      {240, 28, 3, 2, 1}, {480, 14, 3, 1, 1}, {480, 14, 5, 1, 1}, {672, 14, 5, 1, 1}, {1152, 7, 5, 1, 1},
-      {1152, 7, 3, 1, 1},
-      // mobilenet_v3_large (ReLU or none in the model; ReLU here)
-      {64, 112, 3, 2, 0}, {72, 56, 3, 1, 0}, {72, 56, 5, 2, 0}, {120, 28, 5, 1, 0}, {240, 28, 3, 2, 0},
-      {200, 14, 3, 1, 0}, {480, 14, 3, 1, 0}, {672, 14, 5, 2, 0}, {960, 7, 5, 1, 0}};
+  const int64_t shapes[][5] = {// efficientnet_b0 {channels, size, kernel, stride, swish}
+                               {32, 112, 3, 1, 1},
+                               {96, 112, 3, 2, 1},
+                               {144, 56, 3, 1, 1},
+                               {144, 56, 5, 2, 1},
+                               {240, 28, 5, 1, 1},
+                               {240, 28, 3, 2, 1},
+                               {480, 14, 3, 1, 1},
+                               {480, 14, 5, 1, 1},
+                               {672, 14, 5, 1, 1},
+                               {1152, 7, 5, 1, 1},
+                               {1152, 7, 3, 1, 1},
+                               // mobilenet_v3_large (ReLU or none in the model; ReLU here)
+                               {64, 112, 3, 2, 0},
+                               {72, 56, 3, 1, 0},
+                               {72, 56, 5, 2, 0},
+                               {120, 28, 5, 1, 0},
+                               {240, 28, 3, 2, 0},
+                               {200, 14, 3, 1, 0},
+                               {480, 14, 3, 1, 0},
+                               {672, 14, 5, 2, 0},
+                               {960, 7, 5, 1, 0}};
   for (const auto& s : shapes) {
     for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], s[3], threads, s[4]});
   }
 }
 
-BENCHMARK(BM_Depthwise)->Apply(DepthwiseShapes)->ArgNames({"c", "hw", "k", "s", "threads", "swish"})
-    ->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Depthwise)
+    ->Apply(DepthwiseShapes)
+    ->ArgNames({"c", "hw", "k", "s", "threads", "swish"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -15,8 +15,8 @@ namespace {
 bool IsDenseBf16Convolution(const Node& node) {
   auto precision = node.String(kPrecisionAttribute, "fp32");
   auto group = node.Int("group", 1);
-  return node.domain.empty() && node.op_type == "Conv" && precision.ok() && *precision == "bf16" && group.ok() &&
-         *group == 1;
+  return node.domain.empty() && node.op_type == "Conv" && precision.ok() && *precision == "bf16" &&
+         group.ok() && *group == 1;
 }
 
 }  // namespace
@@ -33,7 +33,8 @@ StatusOr<int> KeepBf16BetweenConvolutions(Graph* graph) {
     if (HasAdd(post_ops) || swish || IsGraphOutput(*graph, y) || consumers[y].empty()) continue;
     const bool only_bf16_data_readers = std::all_of(consumers[y].begin(), consumers[y].end(), [&](size_t c) {
       const Node& reader = graph->nodes[c];
-      return IsDenseBf16Convolution(reader) && reader.inputs[0] == y && std::count(reader.inputs.begin(), reader.inputs.end(), y) == 1;
+      return IsDenseBf16Convolution(reader) && reader.inputs[0] == y &&
+             std::count(reader.inputs.begin(), reader.inputs.end(), y) == 1;
     });
     if (!only_bf16_data_readers) continue;
     producer.attributes[kBf16OutputAttribute] = Attribute{.kind = Attribute::Kind::kInt, .i = 1};
