@@ -69,27 +69,16 @@ void BM_Pointwise(benchmark::State& state) {
 }
 
 void ResnetAndMobilenetShapes(benchmark::internal::Benchmark* b) {
-  const int64_t shapes[][4] = {// resnet50: {in, out, size, residual}
-                               {64, 64, 56, 0},
-                               {64, 256, 56, 1},
-                               {256, 64, 56, 0},
-                               {256, 128, 56, 0},
-                               {128, 512, 28, 1},
-                               {512, 128, 28, 0},
-                               {512, 256, 28, 0},
-                               {256, 1024, 14, 1},
-                               {1024, 256, 14, 0},
-                               {1024, 512, 14, 0},
-                               {512, 2048, 7, 1},
-                               {2048, 512, 7, 0},
-                               // mobilenet_v3_large's expansions and projections
-                               {16, 64, 112, 0},
-                               {24, 72, 56, 0},
-                               {40, 120, 28, 0},
-                               {80, 480, 14, 0},
-                               {480, 112, 14, 0},
-                               {160, 960, 7, 0},
-                               {960, 160, 7, 1}};
+  // clang-format off
+  const int64_t shapes[][4] = {
+      // resnet50: {in, out, size, residual}
+      {64, 64, 56, 0}, {64, 256, 56, 1}, {256, 64, 56, 0}, {256, 128, 56, 0}, {128, 512, 28, 1},
+      {512, 128, 28, 0}, {512, 256, 28, 0}, {256, 1024, 14, 1}, {1024, 256, 14, 0}, {1024, 512, 14, 0},
+      {512, 2048, 7, 1}, {2048, 512, 7, 0},
+      // mobilenet_v3_large's expansions and projections
+      {16, 64, 112, 0}, {24, 72, 56, 0}, {40, 120, 28, 0}, {80, 480, 14, 0}, {480, 112, 14, 0},
+      {160, 960, 7, 0}, {960, 160, 7, 1}};
+  // clang-format on
   for (const auto& s : shapes) {
     for (int64_t batch : {1, 8}) {
       for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], threads, s[3], batch});
@@ -140,28 +129,16 @@ void BM_Depthwise(benchmark::State& state) {
 }
 
 void DepthwiseShapes(benchmark::internal::Benchmark* b) {
-  const int64_t shapes[][5] = {// efficientnet_b0 {channels, size, kernel, stride, swish}
-                               {32, 112, 3, 1, 1},
-                               {96, 112, 3, 2, 1},
-                               {144, 56, 3, 1, 1},
-                               {144, 56, 5, 2, 1},
-                               {240, 28, 5, 1, 1},
-                               {240, 28, 3, 2, 1},
-                               {480, 14, 3, 1, 1},
-                               {480, 14, 5, 1, 1},
-                               {672, 14, 5, 1, 1},
-                               {1152, 7, 5, 1, 1},
-                               {1152, 7, 3, 1, 1},
-                               // mobilenet_v3_large (ReLU or none in the model; ReLU here)
-                               {64, 112, 3, 2, 0},
-                               {72, 56, 3, 1, 0},
-                               {72, 56, 5, 2, 0},
-                               {120, 28, 5, 1, 0},
-                               {240, 28, 3, 2, 0},
-                               {200, 14, 3, 1, 0},
-                               {480, 14, 3, 1, 0},
-                               {672, 14, 5, 2, 0},
-                               {960, 7, 5, 1, 0}};
+  // clang-format off
+  const int64_t shapes[][5] = {
+      // efficientnet_b0 {channels, size, kernel, stride, swish}
+      {32, 112, 3, 1, 1}, {96, 112, 3, 2, 1}, {144, 56, 3, 1, 1}, {144, 56, 5, 2, 1}, {240, 28, 5, 1, 1},
+      {240, 28, 3, 2, 1}, {480, 14, 3, 1, 1}, {480, 14, 5, 1, 1}, {672, 14, 5, 1, 1}, {1152, 7, 5, 1, 1},
+      {1152, 7, 3, 1, 1},
+      // mobilenet_v3_large (ReLU or none in the model; ReLU here)
+      {64, 112, 3, 2, 0}, {72, 56, 3, 1, 0}, {72, 56, 5, 2, 0}, {120, 28, 5, 1, 0}, {240, 28, 3, 2, 0},
+      {200, 14, 3, 1, 0}, {480, 14, 3, 1, 0}, {672, 14, 5, 2, 0}, {960, 7, 5, 1, 0}};
+  // clang-format on
   for (const auto& s : shapes) {
     for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], s[3], threads, s[4]});
   }
