@@ -56,9 +56,11 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
                                ? TuningCache::Shared(options.tuning_cache, threads)
                                : std::make_shared<TuningCache>("", threads);
   const KernelRegistry& registry = options.registry ? *options.registry : KernelRegistry::Default();
+  // Passes that rewrite for oneDNN's kernels (layouts, fused int8, bf16 outputs) run only for them.
+  const bool onednn_kernels = &registry == &KernelRegistry::Default();
   if (options.optimize) {
     OptimizerOptions optimizer_options;
-    optimizer_options.onednn_kernels = &registry == &KernelRegistry::Default();
+    optimizer_options.onednn_kernels = onednn_kernels;
     ASSIGN_OR_RETURN(session->optimization_, Optimize(&session->graph_, optimizer_options));
   }
   if (auto unavailable = PrecisionUnavailable(options.precision)) {
@@ -66,7 +68,8 @@ StatusOr<std::unique_ptr<Session>> Session::FromGraph(Graph graph, SessionOption
   } else {
     session->precision_ = options.precision;
     MarkPrecision(&session->graph_, session->precision_);
-    if (options.optimize) RETURN_IF_ERROR(KeepBf16BetweenConvolutions(&session->graph_).status());
+    // Only oneDNN's Conv kernel reads `_bf16_output`: another registry's would write fp32 there.
+    if (options.optimize && onednn_kernels) RETURN_IF_ERROR(KeepBf16BetweenConvolutions(&session->graph_).status());
   }
   for (const auto& [id, tensor] : session->graph_.initializers) session->packed_weights_->AddConstant(tensor.data);
   RETURN_IF_ERROR(session->BuildKernels(registry));
