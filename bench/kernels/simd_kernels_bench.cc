@@ -1,7 +1,7 @@
-// Our SIMD convolution kernels alone (runtime/kernels/simd: the 1x1 and the depthwise), on the
-// shapes of resnet50's, mobilenet_v3_large's and efficientnet_b0's layers (the 1x1 at batch 1 and
-// 8, the depthwise at 8), in nChw16c,
-// one and two intra-op threads. Prints GFLOP/s per shape: where a kernel stands against the
+// Our SIMD convolution kernels alone (runtime/kernels/simd: the 1x1 and the depthwise; Winograd's
+// transforms with oneDNN's matmul between them), on the shapes of resnet50's, mobilenet_v3_large's
+// and efficientnet_b0's layers (the 1x1 at batch 1 and 8, the others at 8), in nChw16c (Winograd
+// in nChw8c too), one and two intra-op threads. Prints GFLOP/s per shape: where a kernel stands against the
 // core's peak without the model around it (docs/BENCHMARKS.md, issue 19).
 //   build/bench/simd_kernels_bench [--benchmark_filter=Depthwise]
 #include <benchmark/benchmark.h>
@@ -11,8 +11,10 @@
 #include <random>
 #include <vector>
 
+#include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/simd/depthwise_conv.h"
 #include "runtime/kernels/simd/pointwise_conv.h"
+#include "runtime/kernels/simd/targets.h"
 #include "runtime/threading.h"
 
 namespace {
@@ -32,6 +34,7 @@ std::vector<float> RandomValues(size_t count, uint32_t seed) {
 }
 
 bool UseThreads(benchmark::State& state, int64_t threads) {
+  inferd::runtime::simd::CapTargetsLikeOneDnn();  // ONEDNN_MAX_CPU_ISA=AVX2 runs ours as AVX2 too
   if (!inferd::runtime::SetIntraOpThreads(static_cast<int>(threads)) || kOneDnnVersion == nullptr) {
     state.SkipWithError("no OpenMP runtime loaded");
     return false;
@@ -46,10 +49,7 @@ void BM_Pointwise(benchmark::State& state) {
                              .out_channels = state.range(1),
                              .block = 16,
                              .pixels = state.range(2) * state.range(2)};
-  if (!inferd::runtime::SetIntraOpThreads(static_cast<int>(state.range(3))) || kOneDnnVersion == nullptr) {
-    state.SkipWithError("no OpenMP runtime loaded");
-    return;
-  }
+  if (!UseThreads(state, state.range(3))) return;
   const auto padded = [&](int64_t channels) { return static_cast<size_t>((channels + 15) / 16 * 16); };
   const std::vector<float> x = RandomValues(shape.batch * padded(shape.in_channels) * shape.pixels, 1);
   const std::vector<float> weights = RandomValues(shape.in_channels * shape.out_channels, 2);
@@ -147,6 +147,57 @@ void DepthwiseShapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Depthwise)
     ->Apply(DepthwiseShapes)
     ->ArgNames({"c", "hw", "k", "s", "threads", "swish"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Winograd (kernels/dnnl/dnnl_winograd.h: our transforms around oneDNN's batched matmul) on
+// resnet50's 3x3 layers, batch 8. Arguments: channels (in = out), height (= width), output tile
+// (2 or 4), the layout's block (8 or 16), threads. GFLOP/s counts a direct convolution's work.
+void BM_Winograd(benchmark::State& state) {
+  using inferd::runtime::dnnl_kernels::WinogradConv;
+  const int64_t channels = state.range(0), size = state.range(1), block = state.range(3), batch = 8;
+  const auto tile = static_cast<int>(state.range(2));
+  if (!UseThreads(state, state.range(4))) return;
+  auto conv = WinogradConv::Create({.batch = batch,
+                                    .in_channels = channels,
+                                    .out_channels = channels,
+                                    .in_h = size,
+                                    .in_w = size,
+                                    .out_h = size,
+                                    .out_w = size,
+                                    .pad_top = 1,
+                                    .pad_left = 1,
+                                    .layout_block = block},
+                                   {{inferd::runtime::PostOp::Kind::kRelu}}, tile);
+  const std::vector<float> weights = RandomValues(channels * channels * 9, 2);
+  auto transformed = WinogradConv::TransformWeights(weights.data(), tile, channels, channels);
+  if (!conv.ok() || !transformed.ok()) {
+    state.SkipWithError("Winograd does not apply");
+    return;
+  }
+  const std::vector<float> x = RandomValues(batch * channels * size * size, 1);
+  const std::vector<float> bias(channels, 0.5f);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    if (!(*conv)->Run(x.data(), *transformed, bias.data(), nullptr, y.data()).ok())
+      state.SkipWithError("failed");
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * batch * channels * channels * 9 * size * size;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void ResnetThreeByThreeShapes(benchmark::internal::Benchmark* b) {
+  for (const auto& [channels, size] : {std::pair{64, 56}, {128, 28}, {256, 14}, {512, 7}}) {
+    for (int64_t tile : {2, 4}) {
+      for (int64_t block : {8, 16}) b->Args({channels, size, tile, block, 2});
+    }
+  }
+}
+
+BENCHMARK(BM_Winograd)
+    ->Apply(ResnetThreeByThreeShapes)
+    ->ArgNames({"c", "hw", "tile", "block", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

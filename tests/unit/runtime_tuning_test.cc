@@ -12,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/kernels/dnnl/dnnl_winograd.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/run_context.h"
 #include "runtime/session.h"
@@ -151,7 +150,6 @@ int WinogradConvs(const Session& session) {
 }
 
 TEST(TuningTest, WinogradAndOneDnnCandidatesBothMatchTheReference) {
-  if (!dnnl_kernels::WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_winograd_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);
@@ -199,7 +197,6 @@ std::string ForcedLines(const std::string& timed, int64_t batch, int choice) {
 // oneDNN's layout) at every other batch size, even where a cached choice for that size alone says
 // otherwise: memory holds one transformed copy of a layer's weights, not one per batch size.
 TEST(TuningTest, ALayerKeepsTheWeightsFormOfItsFirstShapeAtOtherBatchSizes) {
-  if (!dnnl_kernels::WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("inferd_forms_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);  // a directory left by a dead process of the same pid
   std::filesystem::create_directories(dir);

@@ -1,8 +1,9 @@
 // Winograd F(2x2, 3x3) (kernels/dnnl/dnnl_winograd.cc) against a direct convolution written out
-// here: both tile sizes, edge tiles of odd output sizes, every pad combination it accepts, chunks
+// here, on every SIMD target of the CPU: both tile sizes, edge tiles of odd output sizes, every pad combination it accepts, chunks
 // with a shorter last one, bias or none, each post-op it applies, two sets of weights through one
 // object.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <cmath>
 #include <ostream>
@@ -103,7 +104,6 @@ std::vector<float> DirectConv(const Case& c, const std::vector<float>& x, const 
 class WinogradTest : public testing::TestWithParam<std::tuple<Case, int64_t>> {};
 
 TEST_P(WinogradTest, MatchesDirectConvolution) {
-  if (!WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   const auto& [c, block] = GetParam();
   const Shape x_shape{c.batch, c.channels, c.h, c.w}, w_shape{c.filters, c.channels, 3, 3};
   const std::vector<int64_t> pads{c.pad_top, c.pad_left, c.pad_bottom, c.pad_right};
@@ -126,24 +126,31 @@ TEST_P(WinogradTest, MatchesDirectConvolution) {
   const std::vector<float> x_blocked = ToBlocked(x, c.batch, c.channels, c.h * c.w, block);
   const std::vector<float> residual_blocked =
       residual.empty() ? residual : ToBlocked(residual, c.batch, c.filters, oh * ow, block);
-  // Two sets of weights in turn, one conv object.
-  for (uint32_t seed : {2u, 5u}) {
-    const std::vector<float> w = RandomValues(c.filters * c.channels * 9, seed);
-    std::vector<float> y_blocked(c.batch * c.filters * oh * ow, NAN);  // filters fill whole blocks
-    auto transformed = WinogradConv::TransformWeights(w.data(), c.tile, c.channels, c.filters);
-    ASSERT_TRUE(transformed.ok());
-    ASSERT_TRUE((*conv)->Run(x_blocked.data(), *transformed, c.bias ? bias.data() : nullptr,
-                             residual.empty() ? nullptr : residual_blocked.data(), y_blocked.data()).ok());
-    const std::vector<float> got = FromBlocked(y_blocked, c.batch, c.filters, oh * ow, block);
-    std::vector<double> magnitude;
-    const std::vector<float> want = DirectConv(c, x, w, bias, residual, oh, ow, &magnitude);
-    for (size_t i = 0; i < want.size(); ++i) {
-      // Rounding grows with the terms summed (the post-ops here never amplify it). F(4x4) rounds
-      // more than F(2x2): its transforms have entries up to 8 and down to 1/24.
-      const double tolerance = (c.tile == 4 ? 1e-5 : 2e-6) * magnitude[i] + 1e-6;
-      ASSERT_NEAR(got[i], want[i], tolerance) << "element " << i << " weights seed " << seed;
+  // On every SIMD target the CPU has (the transforms are one Highway source: what runs here on
+  // AVX2 is what runs on AVX-512, at its own vector width); two sets of weights in turn, one conv
+  // object.
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (uint32_t seed : {2u, 5u}) {
+      const std::vector<float> w = RandomValues(c.filters * c.channels * 9, seed);
+      std::vector<float> y_blocked(c.batch * c.filters * oh * ow, NAN);  // filters fill whole blocks
+      auto transformed = WinogradConv::TransformWeights(w.data(), c.tile, c.channels, c.filters);
+      ASSERT_TRUE(transformed.ok());
+      ASSERT_TRUE((*conv)->Run(x_blocked.data(), *transformed, c.bias ? bias.data() : nullptr,
+                               residual.empty() ? nullptr : residual_blocked.data(), y_blocked.data()).ok());
+      const std::vector<float> got = FromBlocked(y_blocked, c.batch, c.filters, oh * ow, block);
+      std::vector<double> magnitude;
+      const std::vector<float> want = DirectConv(c, x, w, bias, residual, oh, ow, &magnitude);
+      for (size_t i = 0; i < want.size(); ++i) {
+        // Rounding grows with the terms summed (the post-ops here never amplify it). F(4x4) rounds
+        // more than F(2x2): its transforms have entries up to 8 and down to 1/24.
+        const double tolerance = (c.tile == 4 ? 1e-5 : 2e-6) * magnitude[i] + 1e-6;
+        ASSERT_NEAR(got[i], want[i], tolerance) << "element " << i << " weights seed " << seed;
+      }
     }
   }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 using K = PostOp::Kind;
@@ -174,7 +181,6 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(WinogradTest, AppliesOnlyWhereItIsExact) {
   const Shape x{1, 16, 8, 8}, w{16, 16, 3, 3};
   const std::vector<int64_t> ones{1, 1}, pads{1, 1, 1, 1};
-  if (!WinogradConv::CpuSupported()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
   EXPECT_TRUE(WinogradConv::Applies(x, w, 1, ones, ones, pads, {{K::kAdd}, {K::kRelu}}, 8));
   EXPECT_FALSE(WinogradConv::Applies(x, w, 1, {2, 2}, ones, pads, {}, 8));                     // strided
   EXPECT_FALSE(WinogradConv::Applies(x, w, 1, ones, {2, 2}, pads, {}, 8));                     // dilated

@@ -15,6 +15,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/dnnl/simd_conv.h"
+#include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/vector_math.h"
 #include "runtime/tuning.h"
@@ -515,7 +516,8 @@ class DnnlConv final : public Kernel {
                                                .layout_block = ChannelBlock()},
                                               post_ops_, tile));
         Candidate c;
-        c.implementation = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile) + "_3x3:avx2";
+        c.implementation = "winograd_f" + std::to_string(tile) + "x" + std::to_string(tile) + "_3x3:" +
+                           simd::DispatchedTargetName();
         c.winograd = std::move(conv);
         plan->candidates.push_back(std::move(c));
       }
