@@ -39,11 +39,6 @@ void ScaleChannelBlocks(const float* x, const float* factors, void* y, int64_t b
   });
 }
 
-bool CpuHasAvx2Fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-}
-
 void SwishInPlace(float* data, int64_t count) {
   ForEachPiece(count, [&](int64_t begin, size_t n) { simd::Swish(data + begin, n); });
 }

@@ -11,9 +11,6 @@
 
 namespace inferd::runtime {
 
-// The CPU runs AVX2 and FMA, which our vectorised kernels (this file, Winograd) are written for.
-bool CpuHasAvx2Fma();
-
 // x * sigmoid(x) in place, parallel over the intra-op threads (simd/swish.h: one source for every
 // SIMD target). Relative error <= 3e-7 against the double-precision formula; NaN stays NaN.
 void SwishInPlace(float* data, int64_t count);
