@@ -1,6 +1,5 @@
 #include "runtime/tuning.h"
 
-#include "runtime/kernels/dnnl/dnnl_layout.h"
 #include "runtime/run_context.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -25,7 +24,7 @@ std::string TuningCache::MachineLine() const {
   const dnnl_version_t* version = dnnl_version();
   return "# inferd tuning cache; onednn " + std::to_string(version->major) + "." + std::to_string(version->minor) +
          " isa " + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + " threads " +
-         std::to_string(threads_) + " block " + std::to_string(dnnl_kernels::ChannelBlock());
+         std::to_string(threads_);
 }
 
 StatusOr<TuneMode> ParseTuneMode(std::string_view text) {

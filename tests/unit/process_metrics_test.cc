@@ -34,10 +34,14 @@ TEST(ProcessMetricsTest, ANewThreadAndAnOpenedFileAreCounted) {
 }
 
 TEST(ProcessMetricsTest, CpuTimeGrowsWithWorkAndMemoryIsResident) {
+  // Busy until the reading grows by 0.1 s: a fixed 300 ms of wall time got less than that on a
+  // loaded machine (the sanitizer build beside the tests). The deadline only ends a broken reading.
   const double before = ProcessCpuSeconds();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   volatile double sink = 0;
-  while (std::chrono::steady_clock::now() < until) sink = sink + 1;
+  while (ProcessCpuSeconds() <= before + 0.1 && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 100000; ++i) sink = sink + 1;
+  }
   EXPECT_GT(ProcessCpuSeconds(), before + 0.1);
   EXPECT_GT(ProcessResidentBytes(), 1 << 20);
 }

@@ -410,7 +410,11 @@ class DnnlConv final : public Kernel {
                        std::to_string(group_) + " strides=" + ShapeToString(w.strides) + " dilations=" +
                        ShapeToString(w.dilations) + " pads=" + ShapeToString(w.pads) + (has_bias ? " bias" : "") +
                        " layouts=" + (layouts_.input(0) ? "b" : "p") + (layouts_.output(0) ? "b" : "p") +
-                       (residual_blocked ? "b" : "p") + " post=";
+                       (residual_blocked ? "b" : "p");
+    // nChw8c and nChw16c time differently: a choice holds for the block it was timed in (NHWC,
+    // the int8 graphs' "blocked", has none).
+    if (layouts_.any() && !layouts_.channels_last) plan->tuning_key += " block=" + std::to_string(ChannelBlock());
+    plan->tuning_key += " post=";
     for (const PostOp& op : post_ops_) plan->tuning_key += PostOpName(op.kind) + ",";
     if (residual != nullptr) plan->tuning_key += " residual=" + ShapeToString(residual->shape);
     if (bf16_) plan->tuning_key += " bf16";

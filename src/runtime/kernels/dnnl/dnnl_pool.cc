@@ -127,7 +127,8 @@ class DnnlPool final : public Kernel {
       plan->own = simd::GlobalPoolShape{.batch = x_shape[0], .channels = x_shape[1],
                                         .pixels = x_shape[2] * x_shape[3], .block = blocked ? ChannelBlock() : 1};
       plan->tuning_key = std::string(kind_ == PoolKind::kGlobalMax ? "GlobalMaxPool" : "GlobalAveragePool") +
-                         " x=" + ShapeToString(x_shape) + (blocked ? " blocked" : " plain") + " +simd";
+                         " x=" + ShapeToString(x_shape) +
+                         (blocked ? " blocked" + std::to_string(ChannelBlock()) : std::string(" plain")) + " +simd";
     }
     plan->usable = true;
     return Status::Ok();

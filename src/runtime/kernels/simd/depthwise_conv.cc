@@ -101,8 +101,13 @@ void ConvolveRow(const DepthwiseShape& s, const RowTaps& row, const float* bias,
     // Stride 1 only: measured faster for 5x5 (AVX-512 EPYC, 2026-12-04, 1.4x at 28x28) and, in
     // nChw16c, for 3x3 (1.1-1.2x, bench/kernels/simd_kernels_bench.cc); for stride 2 the two
     // loops timed alike.
-    if (s.stride_w == 1 && s.kernel_w == 5) ow = SlidingInterior<kBlock, 5>(d, s, row, ow, ow_end, lane0, start, store_run);
-    if (s.stride_w == 1 && s.kernel_w == 3) ow = SlidingInterior<kBlock, 3>(d, s, row, ow, ow_end, lane0, start, store_run);
+    if (s.stride_w == 1) {
+      switch (s.kernel_w) {
+        case 3: ow = SlidingInterior<kBlock, 3>(d, s, row, ow, ow_end, lane0, start, store_run); break;
+        case 5: ow = SlidingInterior<kBlock, 5>(d, s, row, ow, ow_end, lane0, start, store_run); break;
+        default: break;  // the generic loop below
+      }
+    }
     for (; ow + 4 <= ow_end; ow += 4) {
       hn::Vec<decltype(d)> a[4] = {start, start, start, start};
       for (int64_t kh = row.kh_begin; kh < row.kh_end; ++kh) {
