@@ -346,6 +346,30 @@ void ExpectInt8AndClose(const Outputs& out, size_t count) {
   EXPECT_LT(RelativeError(out.fused, out.reference), 0.01f);
 }
 
+// An image's few planar channels as the first layer's input (grey, RGB, RGBA): quantised into the
+// int8 kernels' NHWC by our store (simd/channels_last_quantize.h) in place of oneDNN's reorder.
+Graph QdqStem(int64_t channels, const ActivationZeroPoints& zero_points) {
+  GraphBuilder b;
+  b.Input("x");
+  QuantizeDequantize(b, "x", 1.f / 127, zero_points.x_signed, zero_points.x);
+  Weight(b, "w1", {16, channels, 3, 3}, true, 71);
+  b.Op("Conv", {"x_dq", "w1"}, {"c1"}, {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}})
+      .Op("HardSwish", {"c1"}, {"h1"});
+  QuantizeDequantize(b, "h1", 0.003f, /*is_signed=*/true);
+  Weight(b, "w2", {8, 16, 1, 1}, true, 72);
+  b.Op("Conv", {"h1_dq", "w2"}, {"y"}).Output("y");
+  return b.graph();
+}
+
+TEST(Int8Test, AnImagesFewChannelsGoToChannelsLastAsTheQdqGraphQuantisesThem) {
+  for (int64_t channels : {1, 3, 4}) {
+    for (const ActivationZeroPoints& zero_points : {kSymmetric, kAsymmetricUint8}) {
+      SCOPED_TRACE(std::to_string(channels) + " channels, zero point " + std::to_string(zero_points.x));
+      ExpectInt8AndClose(RunBothWays(QdqStem(channels, zero_points), {2, channels, 17, 19}), 2);
+    }
+  }
+}
+
 TEST(Int8Test, FusedQdqConvolutionsRunInInt8AndMatchTheQdqGraph) {
   const Outputs out = RunBothWays(QdqConvolutions());
   ASSERT_EQ(out.fused.shape, (Shape{2, 8, 5, 5}));

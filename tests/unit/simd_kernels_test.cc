@@ -9,10 +9,12 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/kernels/quantize_rules.h"
 #include "runtime/kernels/simd/channel_scale.h"
+#include "runtime/kernels/simd/channels_last_quantize.h"
 #include "runtime/kernels/simd/depthwise_conv.h"
 #include "runtime/kernels/simd/depthwise_int8.h"
 #include "runtime/kernels/simd/dynamic_quantize.h"
@@ -461,6 +463,45 @@ TEST(SimdSwishTest, QuantisedOutputIsTheReferenceRuleAppliedToSwishOnEveryTarget
       }
     });
   }
+}
+
+// The NCHW -> NHWC quantising store is QuantizeLinear's rule value for value, each value at its
+// channels-last place: 1 to 4 channels, int8 and uint8, zero points on both sides, saturation at
+// both ends (values up to 1000x the scale), pixel counts below, at and past a vector of every
+// width, and two images (the second image's values must land in its own pixels).
+template <typename Q>
+void CheckChannelsLastQuantize(int64_t channels, int64_t pixels, float scale, int32_t zero_point) {
+  const int64_t batch = 2;
+  std::vector<float> x = RandomValues(static_cast<size_t>(batch * channels * pixels), 29);
+  for (float& v : x) v *= 4.0f;  // [-16, 16]: past 127 * scale for the scales below
+  if (x.size() > 2) x[1] = 1000.0f * scale, x[2] = -1000.0f * scale;
+  constexpr bool kSigned = std::is_same_v<Q, int8_t>;
+  std::vector<Q> got(x.size(), Q{99});
+  QuantizeToChannelsLast(x.data(), batch, channels, pixels, scale, zero_point, kSigned, got.data());
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t p = 0; p < pixels; ++p) {
+        const float value = x[static_cast<size_t>((n * channels + c) * pixels + p)];
+        ASSERT_EQ(got[static_cast<size_t>((n * pixels + p) * channels + c)], Quantize<Q>(value, scale, zero_point))
+            << "channels " << channels << " pixels " << pixels << " image " << n << " channel " << c << " pixel " << p;
+      }
+    }
+  }
+}
+
+TEST(SimdChannelsLastQuantizeTest, IsQuantizeLinearAtEachValuesChannelsLastPlaceOnEveryTarget) {
+  EXPECT_FALSE(QuantizesToChannelsLast(0));
+  EXPECT_FALSE(QuantizesToChannelsLast(5));
+  OnEveryTarget([] {
+    for (int64_t channels : {1, 2, 3, 4}) {
+      for (int64_t pixels : {1, 7, 16, 17, 49, 5000}) {
+        CheckChannelsLastQuantize<int8_t>(channels, pixels, 0.05f, 0);
+        CheckChannelsLastQuantize<int8_t>(channels, pixels, 0.031f, -7);
+        CheckChannelsLastQuantize<uint8_t>(channels, pixels, 0.0125f, 128);
+        CheckChannelsLastQuantize<uint8_t>(channels, pixels, 0.07f, 3);
+      }
+    }
+  });
 }
 
 // ONEDNN_MAX_CPU_ISA caps our targets as it caps oneDNN's: an AVX2 value leaves AVX2 and below.

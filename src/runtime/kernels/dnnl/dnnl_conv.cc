@@ -15,6 +15,7 @@
 #include "runtime/kernels/kernel.h"
 #include "runtime/kernels/post_ops.h"
 #include "runtime/kernels/dnnl/simd_conv.h"
+#include "runtime/kernels/simd/channels_last_quantize.h"
 #include "runtime/kernels/simd/global_pool.h"
 #include "runtime/kernels/tensor_util.h"
 #include "runtime/kernels/vector_math.h"
@@ -31,6 +32,16 @@ using Outputs = std::span<Tensor>;
 using tag = dnnl::memory::format_tag;
 
 const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
+
+// Whether an int8 layer's input reorder is one our quantising store does: 4-D NCHW fp32 of 1-4
+// channels into dense NHWC int8 of the same shape.
+bool QuantisesImageToChannelsLast(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  const dnnl::memory::dims dims = from.dims();
+  if (dims.size() != 4 || !simd::QuantizesToChannelsLast(dims[1])) return false;
+  return from == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag::nchw) &&
+         (to == dnnl::memory::desc(dims, dnnl::memory::data_type::s8, tag::nhwc) ||
+          to == dnnl::memory::desc(dims, dnnl::memory::data_type::u8, tag::nhwc));
+}
 
 // ---- Conv ----
 
@@ -126,6 +137,9 @@ class DnnlConv final : public Kernel {
     dnnl::convolution_forward primitive;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
     dnnl::reorder src_reorder, dst_reorder, residual_reorder;
+    // An int8 layer's NCHW fp32 input of 1-4 channels (a model's image) goes to its NHWC int8 by
+    // our quantising store (simd/channels_last_quantize.h) instead of src_reorder.
+    bool quantise_to_channels_last = false;
     dnnl::memory primitive_src, primitive_dst;
     PackedWeights weights;
   };
@@ -224,7 +238,13 @@ class DnnlConv final : public Kernel {
     dnnl::stream& stream = ThreadStream();
     dnnl::memory src = Wrap(plan->src_desc, x.data.get());
     dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
-    if (c->src_reorder) {
+    if (c->quantise_to_channels_last) {
+      const Shape& shape = x.shape;
+      simd::QuantizeToChannelsLast(x.values<float>().data(), shape[0], shape[1], shape[2] * shape[3], int8_->x_scale,
+                                   int8_->x_zero_point, c->src_desc.data_type() == dnnl::memory::data_type::s8,
+                                   c->primitive_src.get_data_handle());
+      src = c->primitive_src;
+    } else if (c->src_reorder) {
       RunPrimitive(c->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, c->primitive_src}});
       src = c->primitive_src;
     }
@@ -569,8 +589,11 @@ class DnnlConv final : public Kernel {
     if (c.src_desc != plan->src_desc) {
       c.primitive_src = ScratchMemory(c.src_desc);
       const bool quantises = int8_ && plan->src_desc.data_type() == dnnl::memory::data_type::f32;
-      c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale, int8_->x_zero_point)
-                                : MakeReorder(plan->src_desc, c.src_desc);
+      c.quantise_to_channels_last = quantises && QuantisesImageToChannelsLast(plan->src_desc, c.src_desc);
+      if (!c.quantise_to_channels_last) {
+        c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale, int8_->x_zero_point)
+                                  : MakeReorder(plan->src_desc, c.src_desc);
+      }
     }
     if (plan->swish_quantize_after && !swish_post_op) {
       c.primitive_dst = ScratchMemory(c.dst_desc);  // fp32, read by SwishQuantize
