@@ -33,14 +33,26 @@ using tag = dnnl::memory::format_tag;
 
 const Tensor* Input(Inputs in, size_t i) { return InputOrNull(in, i); }
 
-// Whether an int8 layer's input reorder is one our quantising store does: 4-D NCHW fp32 of 1-4
-// channels into dense NHWC int8 of the same shape.
-bool QuantisesImageToChannelsLast(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+// How an int8 convolution's fp32 input becomes the int8 its primitive reads. oneDNN's scaled
+// reorder ran at 15-36 GB/s on an AVX-512 EPYC (issue 19): our passes take the two common cases.
+enum class InputQuantisation {
+  kReorder,               // oneDNN's scaled reorder (src_reorder)
+  kSameLayout,            // the same dense NHWC, value for value (vector_math.h QuantizeInto)
+  kPlanarToChannelsLast,  // NCHW of 1-4 channels, a model's image, to NHWC (simd/channels_last_quantize.h)
+};
+
+InputQuantisation InputQuantisationFor(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
   const dnnl::memory::dims dims = from.dims();
-  if (dims.size() != 4 || !simd::QuantizesToChannelsLast(dims[1])) return false;
-  return from == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag::nchw) &&
-         (to == dnnl::memory::desc(dims, dnnl::memory::data_type::s8, tag::nhwc) ||
-          to == dnnl::memory::desc(dims, dnnl::memory::data_type::u8, tag::nhwc));
+  if (dims.size() != 4 || from.data_type() != dnnl::memory::data_type::f32) return InputQuantisation::kReorder;
+  const bool to_channels_last = to == dnnl::memory::desc(dims, dnnl::memory::data_type::s8, tag::nhwc) ||
+                                to == dnnl::memory::desc(dims, dnnl::memory::data_type::u8, tag::nhwc);
+  if (!to_channels_last) return InputQuantisation::kReorder;
+  if (from == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag::nhwc)) return InputQuantisation::kSameLayout;
+  if (from == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag::nchw) &&
+      simd::QuantizesToChannelsLast(dims[1])) {
+    return InputQuantisation::kPlanarToChannelsLast;
+  }
+  return InputQuantisation::kReorder;
 }
 
 // ---- Conv ----
@@ -137,9 +149,8 @@ class DnnlConv final : public Kernel {
     dnnl::convolution_forward primitive;
     // Set where the primitive's layout differs from the tensor's: reorders and the plan's buffers.
     dnnl::reorder src_reorder, dst_reorder, residual_reorder;
-    // An int8 layer's NCHW fp32 input of 1-4 channels (a model's image) goes to its NHWC int8 by
-    // our quantising store (simd/channels_last_quantize.h) instead of src_reorder.
-    bool quantise_to_channels_last = false;
+    // How an int8 layer's fp32 input is quantised for the primitive (InputQuantisationFor).
+    InputQuantisation input_quantisation = InputQuantisation::kReorder;
     dnnl::memory primitive_src, primitive_dst;
     PackedWeights weights;
   };
@@ -238,11 +249,15 @@ class DnnlConv final : public Kernel {
     dnnl::stream& stream = ThreadStream();
     dnnl::memory src = Wrap(plan->src_desc, x.data.get());
     dnnl::memory tensor_dst = Wrap(plan->dst_desc, dst);
-    if (c->quantise_to_channels_last) {
+    const bool signed_input = c->src_desc.data_type() == dnnl::memory::data_type::s8;
+    if (c->input_quantisation == InputQuantisation::kPlanarToChannelsLast) {
       const Shape& shape = x.shape;
       simd::QuantizeToChannelsLast(x.values<float>().data(), shape[0], shape[1], shape[2] * shape[3], int8_->x_scale,
-                                   int8_->x_zero_point, c->src_desc.data_type() == dnnl::memory::data_type::s8,
-                                   c->primitive_src.get_data_handle());
+                                   int8_->x_zero_point, signed_input, c->primitive_src.get_data_handle());
+      src = c->primitive_src;
+    } else if (c->input_quantisation == InputQuantisation::kSameLayout) {
+      QuantizeInto(x.values<float>().data(), ElementsOf(x), int8_->x_scale, int8_->x_zero_point, signed_input,
+                   c->primitive_src.get_data_handle());
       src = c->primitive_src;
     } else if (c->src_reorder) {
       RunPrimitive(c->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, c->primitive_src}});
@@ -589,8 +604,8 @@ class DnnlConv final : public Kernel {
     if (c.src_desc != plan->src_desc) {
       c.primitive_src = ScratchMemory(c.src_desc);
       const bool quantises = int8_ && plan->src_desc.data_type() == dnnl::memory::data_type::f32;
-      c.quantise_to_channels_last = quantises && QuantisesImageToChannelsLast(plan->src_desc, c.src_desc);
-      if (!c.quantise_to_channels_last) {
+      c.input_quantisation = quantises ? InputQuantisationFor(plan->src_desc, c.src_desc) : InputQuantisation::kReorder;
+      if (c.input_quantisation == InputQuantisation::kReorder) {
         c.src_reorder = quantises ? MakeScaledReorder(plan->src_desc, c.src_desc, 1.f / int8_->x_scale, int8_->x_zero_point)
                                   : MakeReorder(plan->src_desc, c.src_desc);
       }
