@@ -369,9 +369,10 @@ TEST(SimdDepthwiseInt8Test, MatchesAPlainLoopOnEveryTargetInputOutputKernelStrid
 }
 
 // The channel scale on every target: blocked layouts' blocks (8, 16) and NHWC's (every channel
-// count: vectors of 8, 4 and 1 lanes), in place too.
+// count: a pixel at a time in vectors of 8, 4 and 1 lanes, or several pixels as one flat run with
+// the factors wrapped, as mobilenet's 40, 72 and 120 channels), in place too.
 TEST(SimdChannelScaleTest, MatchesAPlainLoopOnEveryTargetAndBlock) {
-  for (int64_t block : {8, 16, 24, 12, 5}) {
+  for (int64_t block : {8, 16, 24, 12, 5, 40, 72, 120}) {
     for (int64_t pixels : {1, 3, 49}) {
       const std::vector<float> x = RandomValues(static_cast<size_t>(pixels * block), 31);
       const std::vector<float> factors = RandomValues(static_cast<size_t>(block), 32);
