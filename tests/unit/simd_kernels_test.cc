@@ -346,7 +346,8 @@ void CheckDepthwiseInt8(const DepthwiseInt8Shape& s, DepthwiseInt8Params p, cons
 
 TEST(SimdDepthwiseInt8Test, MatchesAPlainLoopOnEveryTargetInputOutputKernelStrideAndChannels) {
   using Kind = Activation::Kind;
-  for (int64_t channels : {32, 24, 12, 5}) {
+  // Whole vectors of 16, then the rest in 8s (24, 72), 4s (12) or ones (5, 21).
+  for (int64_t channels : {32, 24, 72, 12, 5, 21}) {
     for (const auto& [kernel, stride, pad] : {std::tuple{3, 1, 1}, std::tuple{3, 2, 1}, std::tuple{5, 1, 2},
                                                std::tuple{5, 2, 2}, std::tuple{3, 2, 0}}) {
       // (3x3 stride 2 without padding leaves the input's last column unread.)

@@ -41,13 +41,13 @@ struct ConvertedRows {
   std::vector<int64_t> held;  // per slot: image * in_h + ih, or -1
 };
 
-template <typename X, size_t kLanes>
+template <typename X>
 const float* ConvertedRow(const DepthwiseInt8Shape& s, const X* x, int64_t image, int64_t ih, int32_t zero_point,
                           ConvertedRows* rows) {
   const int64_t key = image * s.in_h + ih, slot = key % rows->slots, channels = s.channels;
   float* row = rows->data.data() + slot * rows->width * channels;
   if (rows->held[static_cast<size_t>(slot)] == key) return row;
-  const hn::CappedTag<float, kLanes> d;
+  const hn::CappedTag<float, 16> d;
   const hn::Rebind<int32_t, decltype(d)> di;
   const hn::Rebind<X, decltype(d)> dx;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -55,9 +55,12 @@ const float* ConvertedRow(const DepthwiseInt8Shape& s, const X* x, int64_t image
   std::fill(row, row + s.pad_left * channels, 0.0f);
   const X* in = x + key * s.in_w * channels;
   float* out = row + s.pad_left * channels;
-  for (int64_t i = 0; i < s.in_w * channels; i += lanes) {
+  const int64_t count = s.in_w * channels;
+  int64_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
     hn::StoreU(hn::Sub(hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(dx, in + i))), zp), d, out + i);
   }
+  for (; i < count; ++i) out[i] = static_cast<float>(in[i]) - static_cast<float>(zero_point);
   std::fill(out + s.in_w * channels, row + rows->width * channels, 0.0f);
   rows->held[static_cast<size_t>(slot)] = key;
   return row;
@@ -68,14 +71,14 @@ const float* ConvertedRow(const DepthwiseInt8Shape& s, const X* x, int64_t image
 // unroll the taps (3 or 5), else 0 (s.kernel_w).
 template <typename Y, size_t kLanes, size_t kPixels, int64_t kWidth>
 void ConvolvePixels(const DepthwiseInt8Shape& s, const float* const* rows, int64_t tap_rows, int64_t ow,
-                    const DepthwiseInt8Params& p, Y* y_row) {
+                    int64_t c_begin, int64_t c_end, const DepthwiseInt8Params& p, Y* y_row) {
   const hn::CappedTag<float, kLanes> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t channels = s.channels, padded = DepthwiseInt8PaddedChannels(channels);
   const int64_t pixel_step = s.stride_w * channels, width = kWidth > 0 ? kWidth : s.kernel_w;
   const float* bias = p.bias.empty() ? nullptr : p.bias.data();
   const auto inverse_scale = hn::Set(d, 1.0f / p.y_scale);
-  for (int64_t c = 0; c < channels; c += lanes) {
+  for (int64_t c = c_begin; c < c_end; c += lanes) {
     hn::Vec<decltype(d)> acc[kPixels];
     for (size_t i = 0; i < kPixels; ++i) acc[i] = bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
     for (int64_t r = 0; r < tap_rows; ++r) {
@@ -101,25 +104,39 @@ void ConvolvePixels(const DepthwiseInt8Shape& s, const float* const* rows, int64
   }
 }
 
+// kPixels output pixels from ow on, every channel: the vectors of the full width (16 lanes, or
+// the target's), then the channels past the last multiple of 16 (72 = 64 + 8) in the widest
+// vector that divides them, so that no vector crosses a pixel's end.
+template <typename Y, size_t kPixels, int64_t kWidth>
+void ConvolvePixelsAllChannels(const DepthwiseInt8Shape& s, const float* const* rows, int64_t tap_rows, int64_t ow,
+                               const DepthwiseInt8Params& p, Y* y_row) {
+  const int64_t main = s.channels / 16 * 16, rest = s.channels - main;
+  if (main > 0) ConvolvePixels<Y, 16, kPixels, kWidth>(s, rows, tap_rows, ow, 0, main, p, y_row);
+  if (rest == 0) return;
+  if (rest % 8 == 0) return ConvolvePixels<Y, 8, kPixels, kWidth>(s, rows, tap_rows, ow, main, s.channels, p, y_row);
+  if (rest % 4 == 0) return ConvolvePixels<Y, 4, kPixels, kWidth>(s, rows, tap_rows, ow, main, s.channels, p, y_row);
+  ConvolvePixels<Y, 1, kPixels, kWidth>(s, rows, tap_rows, ow, main, s.channels, p, y_row);
+}
+
 // Every output pixel of a row, four at a time; a row's last few pixels are its last four again
 // (recomputing some: the values are the same), and rows narrower than four go one at a time.
-template <typename Y, size_t kLanes, int64_t kWidth>
+template <typename Y, int64_t kWidth>
 void ConvolveRowPixels(const DepthwiseInt8Shape& s, const float* const* rows, int64_t tap_rows,
                        const DepthwiseInt8Params& p, Y* y_row) {
   constexpr int64_t kPixels = 4;
   if (s.out_w < kPixels) {
-    for (int64_t ow = 0; ow < s.out_w; ++ow) ConvolvePixels<Y, kLanes, 1, kWidth>(s, rows, tap_rows, ow, p, y_row);
+    for (int64_t ow = 0; ow < s.out_w; ++ow) ConvolvePixelsAllChannels<Y, 1, kWidth>(s, rows, tap_rows, ow, p, y_row);
     return;
   }
   for (int64_t ow = 0;; ow += kPixels) {
     const int64_t start = std::min(ow, s.out_w - kPixels);
-    ConvolvePixels<Y, kLanes, kPixels, kWidth>(s, rows, tap_rows, start, p, y_row);
+    ConvolvePixelsAllChannels<Y, kPixels, kWidth>(s, rows, tap_rows, start, p, y_row);
     if (start + kPixels >= s.out_w) break;
   }
 }
 
 // One output row of one image.
-template <typename X, typename Y, size_t kLanes>
+template <typename X, typename Y>
 void ConvolveRow(const DepthwiseInt8Shape& s, const X* x, int64_t image, int64_t oh, const float* weights,
                  const DepthwiseInt8Params& p, ConvertedRows* converted, Y* y_row) {
   const int64_t padded = DepthwiseInt8PaddedChannels(s.channels);
@@ -129,24 +146,14 @@ void ConvolveRow(const DepthwiseInt8Shape& s, const X* x, int64_t image, int64_t
   const float* rows[2 * kMaxKernelHeight];
   int64_t tap_rows = 0;
   for (int64_t kh = kh_begin; kh < kh_end; ++kh, ++tap_rows) {
-    rows[2 * tap_rows] = ConvertedRow<X, kLanes>(s, x, image, first_ih + kh, p.x_zero_point, converted);
+    rows[2 * tap_rows] = ConvertedRow<X>(s, x, image, first_ih + kh, p.x_zero_point, converted);
     rows[2 * tap_rows + 1] = weights + kh * s.kernel_w * padded;
   }
   switch (s.kernel_w) {
-    case 3: return ConvolveRowPixels<Y, kLanes, 3>(s, rows, tap_rows, p, y_row);
-    case 5: return ConvolveRowPixels<Y, kLanes, 5>(s, rows, tap_rows, p, y_row);
-    default: return ConvolveRowPixels<Y, kLanes, 0>(s, rows, tap_rows, p, y_row);
+    case 3: return ConvolveRowPixels<Y, 3>(s, rows, tap_rows, p, y_row);
+    case 5: return ConvolveRowPixels<Y, 5>(s, rows, tap_rows, p, y_row);
+    default: return ConvolveRowPixels<Y, 0>(s, rows, tap_rows, p, y_row);
   }
-}
-
-// The widest vector that divides the channel count, so that no vector crosses a pixel's end.
-template <typename X, typename Y>
-void ConvolveRowAnyWidth(const DepthwiseInt8Shape& s, const X* x, int64_t image, int64_t oh, const float* weights,
-                         const DepthwiseInt8Params& p, ConvertedRows* rows, Y* y_row) {
-  if (s.channels % 16 == 0) return ConvolveRow<X, Y, 16>(s, x, image, oh, weights, p, rows, y_row);
-  if (s.channels % 8 == 0) return ConvolveRow<X, Y, 8>(s, x, image, oh, weights, p, rows, y_row);
-  if (s.channels % 4 == 0) return ConvolveRow<X, Y, 4>(s, x, image, oh, weights, p, rows, y_row);
-  ConvolveRow<X, Y, 1>(s, x, image, oh, weights, p, rows, y_row);
 }
 
 template <typename X, typename Y>
@@ -160,7 +167,7 @@ void Rows(const DepthwiseInt8Shape& s, const void* x, const float* weights, cons
   converted.held.assign(static_cast<size_t>(converted.slots), -1);
   for (int64_t r = first_row; r < first_row + rows; ++r) {
     Y* y_row = static_cast<Y*>(y) + r * s.out_w * s.channels;
-    ConvolveRowAnyWidth(s, static_cast<const X*>(x), r / s.out_h, r % s.out_h, weights, p, &converted, y_row);
+    ConvolveRow(s, static_cast<const X*>(x), r / s.out_h, r % s.out_h, weights, p, &converted, y_row);
   }
 }
 
