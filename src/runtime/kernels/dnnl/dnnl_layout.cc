@@ -4,8 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <string_view>
 
 #include "runtime/kernels/tensor_util.h"

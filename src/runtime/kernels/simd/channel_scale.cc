@@ -20,13 +20,7 @@ void ScaleWith(const float* x, const float* HWY_RESTRICT factors, Y* y, int64_t 
                const ChannelScaleOutput& output) {
   const hn::CappedTag<float, kLanes> d;
   const auto lanes = static_cast<int64_t>(hn::Lanes(d));
-  auto store = [&](hn::Vec<decltype(d)> v, Y* to) {
-    if constexpr (std::is_same_v<Y, float>) {
-      hn::StoreU(v, d, to);
-    } else {
-      StoreQuantized(d, v, output.scale, output.zero_point, to);
-    }
-  };
+  auto store = [&](hn::Vec<decltype(d)> v, Y* to) { StoreAs(d, v, output.scale, output.zero_point, to); };
   if (block == lanes) {  // the common blocked layout: one register of factors for every pixel
     const auto f = hn::LoadU(d, factors);
     for (int64_t p = 0; p < pixels; ++p) store(hn::Mul(hn::LoadU(d, x + p * block), f), y + p * block);
@@ -54,12 +48,7 @@ void ScaleFlat(const float* x, const float* factors, Y* y, int64_t pixels, int64
   const int64_t count = pixels * block;
   int64_t i = 0, offset = 0;  // offset: i % block
   for (; i + lanes <= count; i += lanes) {
-    const auto v = hn::Mul(hn::LoadU(d, x + i), hn::LoadU(d, wrapped + offset));
-    if constexpr (std::is_same_v<Y, float>) {
-      hn::StoreU(v, d, y + i);
-    } else {
-      StoreQuantized(d, v, output.scale, output.zero_point, y + i);
-    }
+    StoreAs(d, hn::Mul(hn::LoadU(d, x + i), hn::LoadU(d, wrapped + offset)), output.scale, output.zero_point, y + i);
     offset += lanes;
     while (offset >= block) offset -= block;
   }

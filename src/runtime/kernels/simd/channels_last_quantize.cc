@@ -20,16 +20,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <size_t kChannels, typename Q, class D>
 HWY_INLINE void QuantizePixels(D d, const float* HWY_RESTRICT x, size_t plane, float scale,
                                int32_t zero_point, Q* HWY_RESTRICT q) {
-  const hn::Rebind<int32_t, D> di;
   const hn::Rebind<Q, D> dq;
-  auto quantised = [&](size_t c) {
-    const auto scaled = hn::Div(hn::LoadU(d, x + c * plane), hn::Set(d, scale));
-    const auto rounded = hn::Add(hn::Round(scaled), hn::Set(d, static_cast<float>(zero_point)));
-    const auto clamped =
-        hn::Min(hn::Max(rounded, hn::Set(d, static_cast<float>(std::numeric_limits<Q>::min()))),
-                hn::Set(d, static_cast<float>(std::numeric_limits<Q>::max())));
-    return hn::DemoteTo(dq, hn::ConvertTo(di, clamped));
-  };
+  auto quantised = [&](size_t c) { return Quantized<Q>(d, hn::LoadU(d, x + c * plane), scale, zero_point); };
   if constexpr (kChannels == 1) {
     hn::StoreU(quantised(0), dq, q);
   } else if constexpr (kChannels == 2) {

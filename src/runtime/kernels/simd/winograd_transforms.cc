@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "runtime/threading.h"
+
 // Highway re-includes this file once per SIMD target (foreach_target.h); see global_pool.cc.
 // The tiles' loops are unrolled by pragma: left as loops, GCC kept the tile's vectors in memory
 // (F(4x4) ran ~1.3x slower than written out).
@@ -228,9 +230,8 @@ int64_t GroupOffset(const WinogradGeometry& g, int64_t n, int64_t group, int64_t
 
 // Work items [begin, end) of a chunk of `tiles` tiles from `first_tile`: item = group x tiles +
 // (tile - first_tile).
-void InputItems(const WinogradGeometry& g, const float* x, int64_t first_tile, int64_t tiles, int64_t begin,
-                int64_t end, float* v) {
-  const int64_t width = GroupWidth(g.in_channels, g.layout_block);
+void InputItems(const WinogradGeometry& g, const float* x, int64_t width, int64_t first_tile, int64_t tiles,
+                int64_t begin, int64_t end, float* v) {
   const int64_t tiles_h = (g.out_h + g.tile - 1) / g.tile, tiles_w = (g.out_w + g.tile - 1) / g.tile;
   WithGroupTag(width, [&](auto d) {
     for (int64_t item = begin; item < end; ++item) {
@@ -255,10 +256,9 @@ void InputItems(const WinogradGeometry& g, const float* x, int64_t first_tile, i
   });
 }
 
-void OutputItems(const WinogradGeometry& g, const float* m, int64_t first_tile, int64_t tiles, int64_t begin,
-                 int64_t end, const float* bias, std::span<const WinogradPostOp> post_ops,
+void OutputItems(const WinogradGeometry& g, const float* m, int64_t width, int64_t first_tile, int64_t tiles,
+                 int64_t begin, int64_t end, const float* bias, std::span<const WinogradPostOp> post_ops,
                  const float* residual, float* y) {
-  const int64_t width = GroupWidth(g.out_channels, g.layout_block);
   const int64_t tiles_h = (g.out_h + g.tile - 1) / g.tile, tiles_w = (g.out_w + g.tile - 1) / g.tile;
   WithGroupTag(width, [&](auto d) {
     for (int64_t item = begin; item < end; ++item) {
@@ -286,38 +286,41 @@ void OutputItems(const WinogradGeometry& g, const float* m, int64_t first_tile, 
   });
 }
 
-int64_t InputGroupWidth(const WinogradGeometry& g) { return GroupWidth(g.in_channels, g.layout_block); }
-int64_t OutputGroupWidth(const WinogradGeometry& g) { return GroupWidth(g.out_channels, g.layout_block); }
+// A chunk's transforms, parallel over (group, tile) items on the intra-op threads.
+void TransformInputOnTarget(const WinogradGeometry& g, const float* x, int64_t first_tile, int64_t tiles,
+                            float* v) {
+  const int64_t width = GroupWidth(g.in_channels, g.layout_block);
+  ParallelFor(g.in_channels / width * tiles,
+              [&](int64_t begin, int64_t end) { InputItems(g, x, width, first_tile, tiles, begin, end, v); });
+}
+
+void TransformOutputOnTarget(const WinogradGeometry& g, const float* m, int64_t first_tile, int64_t tiles,
+                             const float* bias, std::span<const WinogradPostOp> post_ops,
+                             const float* residual, float* y) {
+  const int64_t width = GroupWidth(g.out_channels, g.layout_block);
+  ParallelFor(g.out_channels / width * tiles, [&](int64_t begin, int64_t end) {
+    OutputItems(g, m, width, first_tile, tiles, begin, end, bias, post_ops, residual, y);
+  });
+}
 
 }  // namespace inferd::runtime::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "runtime/threading.h"
-
 namespace inferd::runtime::simd {
 
-HWY_EXPORT(InputItems);
-HWY_EXPORT(OutputItems);
-HWY_EXPORT(InputGroupWidth);
-HWY_EXPORT(OutputGroupWidth);
+HWY_EXPORT(TransformInputOnTarget);
+HWY_EXPORT(TransformOutputOnTarget);
 
 void WinogradTransformInput(const WinogradGeometry& geometry, const float* x, int64_t first_tile,
                             int64_t tiles, float* v) {
-  const int64_t groups = geometry.in_channels / HWY_DYNAMIC_DISPATCH(InputGroupWidth)(geometry);
-  ParallelFor(groups * tiles, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(InputItems)(geometry, x, first_tile, tiles, begin, end, v);
-  });
+  HWY_DYNAMIC_DISPATCH(TransformInputOnTarget)(geometry, x, first_tile, tiles, v);
 }
 
 void WinogradTransformOutput(const WinogradGeometry& geometry, const float* m, int64_t first_tile,
                              int64_t tiles, const float* bias, std::span<const WinogradPostOp> post_ops,
                              const float* residual, float* y) {
-  const int64_t groups = geometry.out_channels / HWY_DYNAMIC_DISPATCH(OutputGroupWidth)(geometry);
-  ParallelFor(groups * tiles, [&](int64_t begin, int64_t end) {
-    HWY_DYNAMIC_DISPATCH(OutputItems)
-    (geometry, m, first_tile, tiles, begin, end, bias, post_ops, residual, y);
-  });
+  HWY_DYNAMIC_DISPATCH(TransformOutputOnTarget)(geometry, m, first_tile, tiles, bias, post_ops, residual, y);
 }
 
 }  // namespace inferd::runtime::simd
